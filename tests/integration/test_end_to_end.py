@@ -1,0 +1,123 @@
+"""The whole path on real parts: publish_event() in a host process, Redis, celery workers, a loopback receiver."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from tests.integration.conftest import publish, service_env, write_registry
+from tests.receiver import always, fail_first
+from tests.waiting import wait_until
+from webhooks.events import EVENT_NAMES
+from webhooks.samples import sample_event_kwargs
+from webhooks.signing import HEADER, verify
+
+pytestmark = pytest.mark.integration
+
+
+def endpoint(receiver, endpoint_id, events, path=None, enabled=True):
+    return {
+        "id": endpoint_id,
+        "url": receiver.url(path or f"/{endpoint_id}"),
+        "secret": f"whsec_{endpoint_id}_secret",
+        "events": events,
+        "enabled": enabled,
+    }
+
+
+@pytest.fixture(scope="module")
+def setup(redis_server, receiver, tmp_path_factory):
+    receiver.behaviours.update(
+        {
+            "/flaky": fail_first(3),
+            "/down": always(500),
+            "/moved": lambda count: (302, {"Location": receiver.url("/moved-target")}) if count == 0 else (200, {}),
+        }
+    )
+    registry = write_registry(
+        tmp_path_factory.mktemp("e2e") / "endpoints.yaml",
+        [
+            endpoint(receiver, "everything", ["all"]),
+            endpoint(receiver, "users", ["user_created", "user_updated"]),
+            endpoint(receiver, "messages", ["message_enqueued", "message_opened", "message_clicked"]),
+            endpoint(receiver, "paused", ["all"], enabled=False),
+            endpoint(receiver, "flaky", ["form_submitted"]),
+            endpoint(receiver, "down", ["company_updated"]),
+            endpoint(receiver, "moved", ["relationship_updated"]),
+        ],
+    )
+    return service_env(redis_server, registry)
+
+
+@pytest.fixture
+def worker(setup, start_worker):
+    return start_worker(setup)
+
+
+def bodies(receiver, path, event_ids):
+    return [request for request in receiver.requests(path) if json.loads(request.body)["id"] in event_ids]
+
+
+def test_each_endpoint_receives_exactly_its_subscribed_events_signed_with_its_secret(setup, worker, receiver):
+    ids = publish(setup, [(name, sample_event_kwargs(name)) for name in EVENT_NAMES])
+    names = dict(zip(ids, EVENT_NAMES, strict=True))
+    expected = {
+        "everything": set(EVENT_NAMES),
+        "users": {"user_created", "user_updated"},
+        "messages": {"message_enqueued", "message_opened", "message_clicked"},
+    }
+    wait_until(
+        lambda: all(len(bodies(receiver, f"/{path}", names)) >= len(wanted) for path, wanted in expected.items()),
+        timeout=60,
+        what="every subscribed event",
+    )
+    for path_id, wanted in expected.items():
+        received = bodies(receiver, f"/{path_id}", names)
+        got = Counter(json.loads(request.body)["name"] for request in received)
+        assert got == Counter(wanted), path_id
+        for request in received:
+            assert request.method == "POST"
+            assert request.path == f"/{path_id}"
+            assert request.headers["Content-Type"] == "application/json; charset=utf-8"
+            verify(request.body, request.headers[HEADER], f"whsec_{path_id}_secret")
+            assert names[json.loads(request.body)["id"]] == json.loads(request.body)["name"]
+    assert bodies(receiver, "/paused", names) == []
+
+
+def test_an_endpoint_failing_three_times_is_delivered_on_the_fourth_attempt(setup, worker, receiver):
+    (event_id,) = publish(setup, [("form_submitted", sample_event_kwargs("form_submitted"))])
+    wait_until(lambda: len(bodies(receiver, "/flaky", {event_id})) >= 4, timeout=60, what="4 attempts")
+    received = bodies(receiver, "/flaky", {event_id})
+    assert len({request.body for request in received}) == 1  # the same bytes on every attempt
+    wait_until(lambda: f"attempt endpoint=flaky event={event_id} attempt=4 status=200" in worker.output(), timeout=10)
+    assert len(bodies(receiver, "/flaky", {event_id})) == 4
+
+
+def test_an_always_failing_endpoint_gets_eleven_attempts_and_then_no_more(setup, worker, receiver):
+    (event_id,) = publish(setup, [("company_updated", sample_event_kwargs("company_updated"))])
+    wait_until(
+        lambda: f"failed endpoint=down event={event_id} attempts=11" in worker.output(),
+        timeout=90,
+        what="the delivery to be given up",
+    )
+    # Celery logs the task's end; had it scheduled a 12th attempt it would log a retry instead.
+    wait_until(
+        lambda: (
+            "raised expected: RetryableDeliveryError(\"HTTP 500 from endpoint 'down' (attempt 11 of 11)"
+            in worker.output()
+        ),
+        timeout=10,
+        what="the task to end as failed",
+    )
+    assert len(bodies(receiver, "/down", {event_id})) == 11
+    statuses = [line for line in worker.output().splitlines() if f"endpoint=down event={event_id} attempt=" in line]
+    assert len(statuses) == 11 and all("status=500" in line for line in statuses)
+
+
+def test_a_redirect_is_not_followed_and_is_retried(setup, worker, receiver):
+    (event_id,) = publish(setup, [("relationship_updated", sample_event_kwargs("relationship_updated"))])
+    wait_until(lambda: len(bodies(receiver, "/moved", {event_id})) >= 2, timeout=60, what="the retry after a 302")
+    assert receiver.requests("/moved-target") == []
+    assert f"endpoint=moved event={event_id} attempt=1 status=302" in worker.output()

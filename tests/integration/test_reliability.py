@@ -1,0 +1,70 @@
+"""Scale-out without loss or duplicates, the address guard, and a clear error when the broker is down."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.integration.conftest import free_port, publish, service_env, write_registry
+from tests.waiting import wait_until
+from webhooks.samples import sample_event_kwargs
+
+pytestmark = pytest.mark.integration
+
+
+def test_two_workers_deliver_500_events_with_none_lost_and_none_twice(redis_server, receiver, tmp_path, start_worker):
+    registry = write_registry(
+        tmp_path / "endpoints.yaml",
+        [{"id": "bulk", "url": receiver.url("/bulk"), "secret": "whsec_bulk", "events": ["message_opened"]}],
+    )
+    env = service_env(redis_server, registry)
+    workers = [start_worker(env, name=f"w{number}") for number in (1, 2)]
+    ids = publish(env, [("message_opened", sample_event_kwargs("message_opened"))] * 500)
+    assert len(set(ids)) == 500
+
+    def delivered_lines() -> int:
+        return sum(worker.output().count("outcome=delivered") for worker in workers)
+
+    wait_until(lambda: delivered_lines() >= 500, timeout=120, what="500 deliveries logged")
+    received = [json.loads(request.body)["id"] for request in receiver.requests("/bulk")]
+    assert sorted(received) == sorted(ids)
+    assert all("endpoint=bulk" in worker.output() for worker in workers), "both workers took a share"
+
+
+def test_a_private_address_is_refused_at_send_time_and_not_retried(redis_server, receiver, tmp_path, start_worker):
+    registry = write_registry(
+        tmp_path / "endpoints.yaml",
+        [{"id": "inside", "url": receiver.url("/inside"), "secret": "whsec_x", "events": ["user_created"]}],
+    )
+    env = service_env(redis_server, registry, allow_private_networks="false")
+    worker = start_worker(env)
+    (event_id,) = publish(env, [("user_created", sample_event_kwargs("user_created"))])
+    wait_until(
+        lambda: f"dropped endpoint=inside event={event_id} attempt=1 reason=UnsafeAddress" in worker.output(),
+        timeout=30,
+        what="the refusal",
+    )
+    wait_until(lambda: "raised expected: PermanentDeliveryError" in worker.output(), timeout=10)
+    assert receiver.requests("/inside") == []
+    assert "attempt=2" not in worker.output()
+
+
+def test_publishing_to_an_unreachable_broker_fails_fast_with_a_sentence(tmp_path):
+    script = (
+        "import time\nfrom webhooks import publish_event, PublishError\n"
+        "from webhooks.samples import sample_event_kwargs\n"
+        "started = time.monotonic()\n"
+        "try:\n    publish_event('user_created', **sample_event_kwargs('user_created'))\n"
+        "except PublishError as error:\n    print(round(time.monotonic() - started, 1), error)\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "WEBHOOKS_BROKER_URL": f"redis://127.0.0.1:{free_port()}/0"}
+    started = time.monotonic()
+    completed = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 0, completed.stderr
+    assert "was not published: the broker at redis://127.0.0.1:" in completed.stdout
+    assert "cannot be reached" in completed.stdout
+    assert time.monotonic() - started < 15

@@ -1,0 +1,78 @@
+"""A real HTTP receiver on 127.0.0.1 that records every request and answers as a test tells it."""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass(frozen=True)
+class Received:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+#: Given how many times this path received this same body before, return (status, extra headers).
+Behaviour = Callable[[int], tuple[int, dict[str, str]]]
+
+
+def always(status: int) -> Behaviour:
+    return lambda count: (status, {})
+
+
+def fail_first(failures: int, status: int = 500) -> Behaviour:
+    return lambda count: (status, {}) if count < failures else (200, {})
+
+
+@dataclass
+class Receiver:
+    """Start with ``Receiver().start()``; stop with ``.stop()``."""
+
+    behaviours: dict[str, Behaviour] = field(default_factory=dict)
+    received: dict[str, list[Received]] = field(default_factory=lambda: defaultdict(list))
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self) -> Receiver:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
+            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with receiver.lock:
+                    earlier = receiver.received[self.path]
+                    repeats = sum(1 for request in earlier if request.body == body)
+                    status, headers = receiver.behaviours.get(self.path, always(200))(repeats)
+                    earlier.append(Received(self.command, self.path, dict(self.headers.items()), body))
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.server.server_port}{path}"
+
+    def requests(self, path: str) -> list[Received]:
+        with self.lock:
+            return list(self.received.get(path, []))

@@ -1,0 +1,141 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from webhooks.errors import ConfigurationError, EndpointNotFoundError
+from webhooks.registry import Endpoint, YamlRegistry, check_url
+
+GOOD = """
+endpoints:
+  - id: crm
+    url: https://crm.example.com/hooks/service
+    secret: whsec_crm
+    events: [user_created, user_updated]
+  - id: everything
+    url: http://warehouse.example.com/in
+    secret: whsec_all
+    events: [all]
+    description: Data warehouse
+  - id: paused
+    url: https://paused.example.com/
+    secret: whsec_paused
+    events: [user_created]
+    enabled: false
+"""
+
+
+def load(tmp_path, text):
+    path = tmp_path / "endpoints.yaml"
+    path.write_text(text, encoding="utf-8")
+    return YamlRegistry(path)
+
+
+def test_loads_endpoints_and_filters_subscribers(tmp_path):
+    registry = load(tmp_path, GOOD)
+    assert [endpoint.id for endpoint in registry.list()] == ["crm", "everything", "paused"]
+    assert [endpoint.id for endpoint in registry.subscribed("user_created")] == ["crm", "everything"]
+    assert [endpoint.id for endpoint in registry.subscribed("company_created")] == ["everything"]
+    assert len(registry.get("everything").events) == 12
+    assert registry.get("everything").description == "Data warehouse"
+
+
+def test_unknown_id_raises_not_found(tmp_path):
+    with pytest.raises(EndpointNotFoundError, match="Endpoint 'nope' does not exist."):
+        load(tmp_path, GOOD).get("nope")
+
+
+def test_empty_file_is_an_empty_registry(tmp_path):
+    assert load(tmp_path, "").list() == []
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (
+            "{id: a, url: https://a.example/, secret: s, events: [user_deleted]}",
+            "endpoint #1 ('a'): events Unknown event name 'user_deleted'",
+        ),
+        (
+            "{id: a, url: ftp://a.example/, secret: s, events: [all]}",
+            "endpoint #1 ('a'): url The URL 'ftp://a.example/' must start with http:// or https://",
+        ),
+        ("{id: a, url: https://a.example/, events: [all]}", "endpoint #1 ('a'): secret is required"),
+        ("{id: a, url: https://a.example/, secret: '', events: [all]}", "endpoint #1 ('a'): secret"),
+        ("{url: https://a.example/, secret: s, events: [all]}", "endpoint #1: id is required"),
+        ("{id: a, url: https://a.example/, secret: s, events: [all], colour: red}", "endpoint #1 ('a'): colour"),
+        ("{id: a, url: https://a.example/, secret: s, events: []}", "at least one event"),
+    ],
+)
+def test_invalid_entries_are_named(tmp_path, entry, message):
+    with pytest.raises(ConfigurationError) as error:
+        load(tmp_path, f"endpoints:\n  - {entry}\n")
+    assert str(tmp_path / "endpoints.yaml") in str(error.value)
+    assert message in str(error.value)
+
+
+def test_duplicate_ids_are_refused(tmp_path):
+    text = "endpoints:\n" + "".join(
+        f"  - {{id: a, url: https://{n}.example/, secret: s, events: [all]}}\n" for n in "xy"
+    )
+    with pytest.raises(ConfigurationError, match=r"endpoint #2 \('a'\): the id 'a' is used by an earlier entry"):
+        load(tmp_path, text)
+
+
+def test_every_problem_is_reported_at_once(tmp_path):
+    text = "endpoints:\n  - {id: a, url: nope, secret: s, events: [x]}\n  - {id: b}\n"
+    with pytest.raises(ConfigurationError) as error:
+        load(tmp_path, text)
+    for fragment in ("#1 ('a'): url", "#1 ('a'): events", "#2 ('b'): url is required", "#2 ('b'): secret is required"):
+        assert fragment in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("endpoints: [", "is not valid YAML"),
+        ("- a\n- b\n", "must be a mapping"),
+        ("endpoints: 3\n", "must be a mapping"),
+    ],
+)
+def test_malformed_files_are_refused(tmp_path, text, message):
+    with pytest.raises(ConfigurationError, match=message):
+        load(tmp_path, text)
+
+
+def test_missing_file_is_refused(tmp_path):
+    with pytest.raises(ConfigurationError, match="cannot be read"):
+        YamlRegistry(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize("url", ["https://a.example/x?y=1", "http://a.example:8080/", "http://127.0.0.1:9/"])
+def test_check_url_accepts_http_urls(url):
+    assert check_url(url) == url
+
+
+@pytest.mark.parametrize(
+    "url", ["a.example/x", "ftp://a.example/", "https://", "http://a.example:99999/", "http://a b/"]
+)
+def test_check_url_refuses_others(url):
+    with pytest.raises(ValueError, match="The URL"):
+        check_url(url)
+
+
+def test_signing_secrets_include_the_previous_one_only_during_the_overlap():
+    now = datetime(2026, 11, 21, tzinfo=UTC)
+    endpoint = Endpoint(
+        id="a",
+        url="https://a.example/",
+        secret="new",
+        events=["all"],
+        previous_secret="old",
+        previous_secret_expires_at=now + timedelta(hours=1),
+    )
+    assert endpoint.signing_secrets(now) == ["new", "old"]
+    assert endpoint.signing_secrets(now + timedelta(hours=1)) == ["new"]
+
+
+def test_the_secret_is_not_in_the_repr():
+    endpoint = Endpoint(id="a", url="https://a.example/", secret="whsec_hidden", events=["all"])
+    assert "whsec_hidden" not in repr(endpoint)

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+import pytest
+
+from webhooks.errors import ConfigurationError
+from webhooks.settings import Settings, load_settings
+
+
+def test_defaults_match_the_documented_ones(monkeypatch):
+    for name in ("WEBHOOKS_BROKER_URL", "WEBHOOKS_REGISTRY"):
+        monkeypatch.delenv(name)
+    settings = Settings()
+    assert (settings.connect_timeout, settings.read_timeout) == (5.0, 15.0)
+    assert (settings.retry_backoff, settings.retry_backoff_max, settings.visibility_timeout) == (30, 1800, 3600)
+    assert settings.registry == "config/endpoints.yaml"
+    assert settings.store_url == "redis://localhost:6379/0"
+    assert settings.allow_private_networks is False
+
+
+def test_environment_variables_use_the_prefix(monkeypatch):
+    monkeypatch.setenv("WEBHOOKS_READ_TIMEOUT", "2.5")
+    monkeypatch.setenv("WEBHOOKS_REDIS_URL", "redis://store:6379/1")
+    settings = load_settings()
+    assert settings.read_timeout == 2.5
+    assert settings.store_url == "redis://store:6379/1"
+
+
+def test_a_visibility_timeout_shorter_than_the_longest_retry_is_refused():
+    with pytest.raises(ConfigurationError) as error:
+        load_settings(retry_backoff_max=3600, visibility_timeout=3600)
+    message = str(error.value)
+    assert message.startswith("The configuration is invalid: ")
+    assert "WEBHOOKS_VISIBILITY_TIMEOUT (3600 s) must exceed WEBHOOKS_RETRY_BACKOFF_MAX" in message
+    assert "receivers get them twice" in message
+
+
+def test_bad_values_are_named(monkeypatch):
+    monkeypatch.setenv("WEBHOOKS_CONNECT_TIMEOUT", "soon")
+    with pytest.raises(ConfigurationError, match="WEBHOOKS_CONNECT_TIMEOUT"):
+        load_settings()
+
+
+def test_unknown_settings_are_refused():
+    with pytest.raises(ConfigurationError, match="WEBHOOKS_COLOUR"):
+        load_settings(colour="red")

@@ -1,0 +1,67 @@
+"""Signed, retried webhook delivery on Celery and Redis.
+
+Host applications call :func:`publish_event`; ``celery -A webhooks worker`` delivers.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from webhooks.__about__ import __version__
+from webhooks.errors import (
+    ConfigurationError,
+    DeliveryError,
+    DuplicateEndpointError,
+    EndpointNotFoundError,
+    InvalidEventError,
+    PermanentDeliveryError,
+    PublishError,
+    ReadOnlyRegistryError,
+    RegistryError,
+    RetryableDeliveryError,
+    SignatureError,
+    WebhooksError,
+)
+from webhooks.events import EVENT_NAMES
+from webhooks.publishing import publish_event
+from webhooks.settings import Settings, get_settings
+from webhooks.signing import sign, verify
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+__all__ = [
+    # Publishing and receiving
+    "EVENT_NAMES",
+    "publish_event",
+    "sign",
+    "verify",
+    # Configuration
+    "Settings",
+    "get_settings",
+    # Errors
+    "ConfigurationError",
+    "DeliveryError",
+    "DuplicateEndpointError",
+    "EndpointNotFoundError",
+    "InvalidEventError",
+    "PermanentDeliveryError",
+    "PublishError",
+    "ReadOnlyRegistryError",
+    "RegistryError",
+    "RetryableDeliveryError",
+    "SignatureError",
+    "WebhooksError",
+    "__version__",
+]
+
+
+def __getattr__(name: str) -> Celery:
+    # `celery -A webhooks` looks up `webhooks.app`. Building it reads the settings, so it
+    # happens on first use rather than on `import webhooks`.
+    if name in ("app", "celery"):
+        import webhooks.tasks  # noqa: F401  # registers the tasks on the app
+        from webhooks.celery_app import app
+
+        return app
+    raise AttributeError(f"module 'webhooks' has no attribute {name!r}")

@@ -1,0 +1,3 @@
+from webhooks.cli import main
+
+main()

@@ -1,0 +1,53 @@
+"""The Celery app, configured from Settings. ``celery -A webhooks worker`` finds it as ``webhooks.app``.
+
+The reliability settings follow ``shared/guides/celery-retries.md``: late acks with requeue on
+a lost worker (a crash never loses a delivery), one prefetched task per process (a slow
+receiver does not hold others' deliveries), a visibility timeout longer than any retry
+countdown (no duplicate retries), no result backend (nothing reads results), and task events
+on so Flower can show deliveries and retries.
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+
+from webhooks.settings import Settings, get_settings
+
+#: Seconds a publish may spend reaching the broker before publish_event() gives up.
+BROKER_CONNECT_TIMEOUT_SECONDS = 3
+
+
+def create_celery_app(settings: Settings) -> Celery:
+    """A Celery app for these settings; tasks are registered by importing ``webhooks.tasks``."""
+    app = Celery("webhooks", set_as_current=False)
+    transport_options = {
+        "visibility_timeout": settings.visibility_timeout,
+        "socket_connect_timeout": BROKER_CONNECT_TIMEOUT_SECONDS,
+        "socket_timeout": BROKER_CONNECT_TIMEOUT_SECONDS * 2,
+    }
+    app.conf.update(
+        broker_url=settings.broker_url,
+        broker_transport_options=transport_options,
+        broker_connection_timeout=BROKER_CONNECT_TIMEOUT_SECONDS,
+        broker_connection_retry_on_startup=True,
+        visibility_timeout=settings.visibility_timeout,
+        task_serializer="json",
+        accept_content=["json"],
+        result_backend=None,
+        task_ignore_result=True,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        task_soft_time_limit=settings.task_soft_time_limit,
+        task_time_limit=settings.task_time_limit,
+        task_publish_retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.4, "interval_max": 1},
+        worker_prefetch_multiplier=1,
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+        worker_hijack_root_logger=False,
+    )
+    return app
+
+
+#: The process-wide settings and app (a worker, or the host application that publishes).
+settings = get_settings()
+app = create_celery_app(settings)

@@ -1,0 +1,139 @@
+"""One delivery attempt: sign the exact bytes, POST them, and classify what came back.
+
+``classify`` and ``build_headers`` are pure; ``send`` is the only function here that does
+network I/O, and it never raises for a receiver's failure: it returns an AttemptResult
+the task turns into "done", "retry" or "drop".
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import requests
+import urllib3.exceptions
+from requests_hardened import Config, HTTPSession
+from requests_hardened.ip_filter import InvalidIPAddress
+
+from webhooks.__about__ import __version__
+from webhooks.registry.base import Endpoint
+from webhooks.settings import Settings
+from webhooks.signing import HEADER, sign
+
+#: Spec section 4.1.
+CONTENT_TYPE = "application/json; charset=utf-8"
+#: The response body is not used (spec 4.1); read only this much, for the delivery log.
+RESPONSE_READ_LIMIT_BYTES = 4096
+USER_AGENT = f"webhooks/{__version__}"
+
+
+class Outcome(enum.Enum):
+    """What to do after an attempt."""
+
+    DELIVERED = "delivered"  # 2xx: acknowledged
+    RETRY = "retry"  # any other status, or no response (spec section 7)
+    DROP = "drop"  # cannot succeed by retrying: the address is unsafe
+
+
+def classify(status_code: int | None) -> Outcome:
+    """Spec section 7: only 2xx acknowledges. Redirects are not followed, so a 3xx is a failure too."""
+    if status_code is not None and 200 <= status_code <= 299:
+        return Outcome.DELIVERED
+    return Outcome.RETRY
+
+
+def build_headers(body: bytes, secrets: Sequence[str], timestamp: int) -> dict[str, str]:
+    """Headers of a delivery request; the signature covers exactly ``body``."""
+    return {
+        "Content-Type": CONTENT_TYPE,
+        HEADER: sign(body, secrets, timestamp),
+        "User-Agent": USER_AGENT,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptResult:
+    """What one POST produced."""
+
+    outcome: Outcome
+    status_code: int | None
+    latency_ms: float
+    response_body: bytes = b""
+    #: ``ExceptionClass: message`` when there was no HTTP response.
+    error: str | None = None
+
+    def describe(self) -> str:
+        """``HTTP 503`` or the error, for log lines and retry reasons."""
+        return f"HTTP {self.status_code}" if self.status_code is not None else str(self.error)
+
+
+def new_session(settings: Settings) -> requests.Session:
+    """A keep-alive session that never follows redirects and, unless allowed, refuses private addresses.
+
+    requests-hardened resolves the host, checks the address and connects to that same
+    address (no second DNS lookup an attacker could rebind), as Saleor does for its webhooks.
+    """
+    session: requests.Session = HTTPSession(
+        Config(
+            ip_filter_enable=not settings.allow_private_networks,
+            ip_filter_allow_loopback_ips=False,
+            never_redirect=True,
+            default_timeout=(settings.connect_timeout, settings.read_timeout),
+            user_agent_override=USER_AGENT,
+        )
+    )
+    return session
+
+
+_local = threading.local()
+
+
+def thread_session(settings: Settings) -> requests.Session:
+    """The calling thread's session, so connections to a receiver are reused across deliveries."""
+    session: requests.Session | None = getattr(_local, "session", None)
+    if session is None:
+        session = _local.session = new_session(settings)
+    return session
+
+
+def send(
+    session: requests.Session, endpoint: Endpoint, body: bytes, *, timeout: tuple[float, float], now: datetime
+) -> AttemptResult:
+    """POST ``body`` to the endpoint, signed with its current secret(s) at ``now``."""
+    headers = build_headers(body, endpoint.signing_secrets(now), int(now.timestamp()))
+    started = time.perf_counter()
+    try:
+        with session.post(
+            endpoint.url, data=body, headers=headers, timeout=timeout, allow_redirects=False, stream=True
+        ) as response:
+            status_code = response.status_code
+            excerpt = _read_excerpt(response)
+    except InvalidIPAddress as exc:
+        return AttemptResult(
+            Outcome.DROP,
+            None,
+            _elapsed_ms(started),
+            error=f"UnsafeAddress: {endpoint.url} resolves to {exc}, a loopback, private, link-local or reserved "
+            "address; delivery refused (WEBHOOKS_ALLOW_PRIVATE_NETWORKS allows it for local development)",
+        )
+    except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
+        return AttemptResult(Outcome.RETRY, None, _elapsed_ms(started), error=f"{type(exc).__name__}: {exc}")
+    return AttemptResult(classify(status_code), status_code, _elapsed_ms(started), excerpt)
+
+
+def _read_excerpt(response: requests.Response) -> bytes:
+    # A short body read to its end leaves the connection reusable; a long one is cut and the
+    # connection closed, so a receiver cannot make us download megabytes.
+    try:
+        data: bytes = response.raw.read(RESPONSE_READ_LIMIT_BYTES, decode_content=True)
+    except (urllib3.exceptions.HTTPError, OSError):
+        return b""
+    return data
+
+
+def _elapsed_ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 2)

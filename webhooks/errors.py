@@ -1,0 +1,97 @@
+"""Every exception the package raises, rooted at :class:`WebhooksError`.
+
+The tree::
+
+    WebhooksError                       catch-all for callers
+    ├── ConfigurationError              bad settings; unreadable or invalid YAML registry
+    ├── InvalidEventError (ValueError)  publish_event() got an event that breaks the spec
+    ├── PublishError                    the event could not be handed to the broker
+    ├── RegistryError                   a registry refused an operation
+    │   ├── EndpointNotFoundError       no endpoint has that id
+    │   ├── DuplicateEndpointError      an endpoint with that id exists already
+    │   └── ReadOnlyRegistryError       the registry (YAML) cannot be written
+    ├── SignatureError (ValueError)     verify() rejected a signature header
+    └── DeliveryError                   one delivery attempt did not succeed
+        ├── RetryableDeliveryError      non-2xx, 3xx or no response: Celery retries it
+        └── PermanentDeliveryError      endpoint gone, disabled or unsafe: never retried
+
+Messages are complete sentences that name the offending value, because the CLI and
+the settings page show them to operators as they are.
+"""
+
+from __future__ import annotations
+
+
+class WebhooksError(Exception):
+    """Root of every error raised by this package."""
+
+
+class ConfigurationError(WebhooksError):
+    """Raised at start when settings or the YAML registry are invalid."""
+
+
+class InvalidEventError(WebhooksError, ValueError):
+    """Raised by publish_event() when the event does not match the spec; nothing is enqueued."""
+
+
+class PublishError(WebhooksError):
+    """Raised by publish_event() when the broker cannot be reached; nothing is enqueued."""
+
+
+class RegistryError(WebhooksError):
+    """Raised when a registry refuses an operation."""
+
+
+class EndpointNotFoundError(RegistryError):
+    """Raised when no endpoint has the given id."""
+
+    def __init__(self, endpoint_id: str) -> None:
+        super().__init__(f"Endpoint {endpoint_id!r} does not exist.")
+        self.endpoint_id = endpoint_id
+
+
+class DuplicateEndpointError(RegistryError):
+    """Raised when an endpoint id is used twice."""
+
+
+class ReadOnlyRegistryError(RegistryError):
+    """Raised when a write is asked of a registry that cannot be written (the YAML file)."""
+
+
+class SignatureError(WebhooksError, ValueError):
+    """Raised by verify() when a signature header is malformed, stale or does not match.
+
+    Carries the offending ``header``; never the secret.
+    """
+
+    def __init__(self, message: str, header: str | None = None) -> None:
+        super().__init__(message)
+        self.header = header
+
+
+class DeliveryError(WebhooksError):
+    """Raised when one delivery attempt did not succeed."""
+
+    def __init__(self, message: str, *, endpoint_id: str, attempt: int, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.endpoint_id = endpoint_id
+        self.attempt = attempt
+        self.status_code = status_code
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Celery pickles or JSON-encodes exceptions for task events; keep the message intact.
+        return (_rebuild_delivery_error, (type(self), str(self), self.endpoint_id, self.attempt, self.status_code))
+
+
+class RetryableDeliveryError(DeliveryError):
+    """The receiver answered non-2xx (3xx included) or did not answer: spec section 7 says retry."""
+
+
+class PermanentDeliveryError(DeliveryError):
+    """The delivery cannot succeed by retrying: endpoint removed, disabled, or its address is unsafe."""
+
+
+def _rebuild_delivery_error(
+    cls: type[DeliveryError], message: str, endpoint_id: str, attempt: int, status_code: int | None
+) -> DeliveryError:
+    return cls(message, endpoint_id=endpoint_id, attempt=attempt, status_code=status_code)

@@ -1,0 +1,108 @@
+"""The Endpoint model, the Registry protocol every backend implements, and URL rules.
+
+Endpoints are looked up twice per event: at fan-out (who subscribes?) and again at send
+time (is it still there and enabled, with which secret?), so a change made by an
+operator reaches retries that are already scheduled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Protocol
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from webhooks.events import EVENT_NAMES, EventName
+
+#: Endpoint ids appear in CLI arguments, URLs of the settings page and Redis keys.
+ENDPOINT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
+
+
+def check_url(url: str) -> str:
+    """Return ``url`` if it is an absolute http(s) URL with a host; raise ValueError with a sentence if not."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- raises ValueError on a port that is not a number in range
+    except ValueError:
+        raise ValueError(f"The URL {url!r} is not a valid URL.") from None
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"The URL {url!r} must start with http:// or https://.")
+    if not parts.hostname:
+        raise ValueError(f"The URL {url!r} has no host name.")
+    if any(char.isspace() for char in url):
+        raise ValueError(f"The URL {url!r} contains white space.")
+    return url
+
+
+def check_events(names: Iterable[str]) -> frozenset[EventName]:
+    """Validate event names; ``all`` stands for all twelve."""
+    chosen = set(names)
+    if "all" in chosen:
+        return frozenset(EVENT_NAMES)
+    unknown = sorted(chosen - set(EVENT_NAMES))
+    if unknown:
+        raise ValueError(
+            f"Unknown event name {', '.join(map(repr, unknown))}; expected one of: {', '.join(EVENT_NAMES)} (or all)."
+        )
+    if not chosen:
+        raise ValueError("An endpoint must subscribe to at least one event.")
+    return frozenset(chosen)  # type: ignore[arg-type]  # checked against EVENT_NAMES above
+
+
+class Endpoint(BaseModel):
+    """A receiver URL, its secret and the events it subscribes to."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(pattern=ENDPOINT_ID_PATTERN)
+    url: str
+    secret: str = Field(min_length=1, repr=False)
+    events: frozenset[EventName]
+    enabled: bool = True
+    description: str = ""
+    #: During a secret rotation the previous secret still signs, until this time.
+    previous_secret: str | None = Field(None, repr=False)
+    previous_secret_expires_at: datetime | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: str) -> str:
+        return check_url(value)
+
+    @field_validator("events", mode="before")
+    @classmethod
+    def _check_events(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = [value]
+        if isinstance(value, Iterable):
+            return check_events(str(name) for name in value)
+        return value
+
+    def subscribes_to(self, event_name: str) -> bool:
+        """True when this endpoint should receive events called ``event_name`` now."""
+        return self.enabled and event_name in self.events
+
+    def signing_secrets(self, now: datetime) -> list[str]:
+        """Secrets to sign with: the current one first, then the previous one while its overlap lasts."""
+        expires = self.previous_secret_expires_at
+        if self.previous_secret and expires is not None and now < expires:
+            return [self.secret, self.previous_secret]
+        return [self.secret]
+
+
+class Registry(Protocol):
+    """Where endpoints live. Reads are all a worker needs; writable backends add more."""
+
+    def get(self, endpoint_id: str) -> Endpoint:
+        """The endpoint with this id; raises EndpointNotFoundError."""
+        ...
+
+    def subscribed(self, event_name: str) -> list[Endpoint]:
+        """Enabled endpoints subscribed to ``event_name``."""
+        ...
+
+    def list(self) -> list[Endpoint]:
+        """Every endpoint, enabled or not, in a stable order."""
+        ...

@@ -1,0 +1,40 @@
+"""An in-memory registry: the embedded default and the unit tests' backend (dramatiq's StubBroker role)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from webhooks.errors import DuplicateEndpointError, EndpointNotFoundError
+from webhooks.registry.base import Endpoint
+
+
+class MemoryRegistry:
+    """Endpoints held in a dict, in insertion order."""
+
+    def __init__(self, endpoints: Iterable[Endpoint] = ()) -> None:
+        self._endpoints: dict[str, Endpoint] = {}
+        for endpoint in endpoints:
+            self.put(endpoint)
+
+    def put(self, endpoint: Endpoint) -> None:
+        """Add an endpoint; its id must be new."""
+        if endpoint.id in self._endpoints:
+            raise DuplicateEndpointError(f"An endpoint with id {endpoint.id!r} exists already.")
+        self._endpoints[endpoint.id] = endpoint
+
+    def replace(self, endpoint: Endpoint) -> None:
+        """Swap in a changed copy of an existing endpoint."""
+        self.get(endpoint.id)
+        self._endpoints[endpoint.id] = endpoint
+
+    def get(self, endpoint_id: str) -> Endpoint:
+        try:
+            return self._endpoints[endpoint_id]
+        except KeyError:
+            raise EndpointNotFoundError(endpoint_id) from None
+
+    def subscribed(self, event_name: str) -> list[Endpoint]:
+        return [endpoint for endpoint in self._endpoints.values() if endpoint.subscribes_to(event_name)]
+
+    def list(self) -> list[Endpoint]:
+        return list(self._endpoints.values())

@@ -1,0 +1,95 @@
+"""All configuration, read once from ``WEBHOOKS_*`` environment variables and passed down.
+
+Nothing else in the package reads the environment: the Celery app, the registry and
+the HTTP session are built from a :class:`Settings` instance, and tests build their own.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+from pydantic import Field, ValidationError, model_validator
+from pydantic_core import ErrorDetails
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from webhooks.errors import ConfigurationError
+
+#: Spec section 8: at most 10 automatic retries, so at most 11 attempts per delivery.
+MAX_RETRIES = 10
+MAX_ATTEMPTS = MAX_RETRIES + 1
+
+#: Seconds added to the HTTP time-outs to give a delivery task its soft time limit.
+TASK_TIME_MARGIN_SECONDS = 5
+
+
+class Settings(BaseSettings):
+    """Service configuration; every field maps to ``WEBHOOKS_<FIELD>``. Times are in seconds."""
+
+    model_config = SettingsConfigDict(env_prefix="WEBHOOKS_", env_file=None, extra="forbid")
+
+    broker_url: str = Field("redis://localhost:6379/0", description="Celery broker URL (Redis).")
+    redis_url: str | None = Field(None, description="Redis for the registry and delivery log; default: broker_url.")
+    registry: str = Field(
+        "config/endpoints.yaml",
+        description="Where endpoints live: a path to a YAML file (read-only), or `redis`.",
+    )
+    connect_timeout: float = Field(5.0, gt=0, description="Seconds to wait for a receiver's TCP/TLS connection.")
+    read_timeout: float = Field(15.0, gt=0, description="Seconds to wait for a receiver's response.")
+    retry_backoff: int = Field(30, ge=1, description="Ceiling of the first retry delay; it doubles on each retry.")
+    retry_backoff_max: int = Field(1800, ge=1, description="Largest retry delay ceiling.")
+    visibility_timeout: int = Field(
+        3600, ge=60, description="Seconds before Redis hands an unacknowledged task to another worker."
+    )
+    allow_private_networks: bool = Field(
+        False, description="Deliver to loopback, private and link-local addresses (tests and local development only)."
+    )
+
+    @property
+    def store_url(self) -> str:
+        """Redis URL for the registry and the delivery log."""
+        return self.redis_url or self.broker_url
+
+    @property
+    def task_soft_time_limit(self) -> int:
+        """Seconds after which a delivery attempt is abandoned and counted as failed (then retried)."""
+        return math.ceil(self.connect_timeout + self.read_timeout) + TASK_TIME_MARGIN_SECONDS
+
+    @property
+    def task_time_limit(self) -> int:
+        """Hard limit: the worker process running a stuck attempt is replaced."""
+        return self.task_soft_time_limit + TASK_TIME_MARGIN_SECONDS
+
+    @model_validator(mode="after")
+    def _retries_fit_in_visibility_timeout(self) -> Settings:
+        # kombu's Redis transport hands a task waiting for its countdown to another worker once
+        # it has been unacknowledged for visibility_timeout seconds: the retry would run twice.
+        needed = self.retry_backoff_max + self.task_time_limit
+        if needed >= self.visibility_timeout:
+            raise ValueError(
+                f"WEBHOOKS_VISIBILITY_TIMEOUT ({self.visibility_timeout} s) must exceed WEBHOOKS_RETRY_BACKOFF_MAX "
+                f"plus the task time limit ({self.retry_backoff_max} + {self.task_time_limit} = {needed} s); "
+                "otherwise Redis redelivers retries that wait for their countdown and receivers get them twice."
+            )
+        return self
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build Settings from the environment (and overrides), turning validation errors into one sentence."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problems = "; ".join(_describe(error) for error in exc.errors())
+        raise ConfigurationError(f"The configuration is invalid: {problems}") from None
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide Settings, loaded from the environment on first use."""
+    return load_settings()
+
+
+def _describe(error: ErrorDetails) -> str:
+    location = ".".join(str(part) for part in error["loc"])
+    message = error["msg"].removeprefix("Value error, ")
+    return f"WEBHOOKS_{location.upper()}: {message}" if location else message
