@@ -7,7 +7,7 @@ the HTTP session are built from a :class:`Settings` instance, and tests build th
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+import sys
 
 from pydantic import Field, ValidationError, model_validator
 from pydantic_core import ErrorDetails
@@ -83,10 +83,24 @@ def load_settings(**overrides: object) -> Settings:
         raise ConfigurationError(f"The configuration is invalid: {problems}") from None
 
 
-@lru_cache(maxsize=1)
+_current: Settings | None = None
+
+
 def get_settings() -> Settings:
     """The process-wide Settings, loaded from the environment on first use."""
-    return load_settings()
+    global _current
+    if _current is None:
+        _current = load_settings()
+    return _current
+
+
+def use_settings(settings: Settings) -> None:
+    """Make ``settings`` the process-wide Settings: for entry points (the demo, the benchmark) that
+    configure the service in code. The Celery app reads them once, so this must come before it is built."""
+    global _current
+    if "webhooks.celery_app" in sys.modules:
+        raise ConfigurationError("Settings must be installed before the Celery app is built (webhooks.celery_app).")
+    _current = settings
 
 
 def _describe(error: ErrorDetails) -> str:

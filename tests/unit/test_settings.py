@@ -43,3 +43,11 @@ def test_bad_values_are_named(monkeypatch):
 def test_unknown_settings_are_refused():
     with pytest.raises(ConfigurationError, match="WEBHOOKS_COLOUR"):
         load_settings(colour="red")
+
+
+def test_settings_cannot_be_swapped_once_the_celery_app_is_built():
+    import webhooks.celery_app  # noqa: F401
+    from webhooks.settings import use_settings
+
+    with pytest.raises(ConfigurationError, match="before the Celery app is built"):
+        use_settings(Settings())

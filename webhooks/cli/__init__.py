@@ -1,28 +1,5 @@
-"""The ``webhooks`` command line: thin click commands over the same functions code and the web use.
+"""The ``webhooks`` command. Each module below adds its commands to :data:`main`."""
 
-Each command module adds its commands to :data:`main`. A WebhooksError raised anywhere below
-becomes one line ``Error: <sentence>`` on stderr with exit code 1 (click's usage errors exit 2).
-"""
+from webhooks.cli.base import main
 
-from __future__ import annotations
-
-from typing import Any
-
-import click
-
-from webhooks.__about__ import __version__
-from webhooks.errors import WebhooksError
-
-
-class _Group(click.Group):
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except WebhooksError as exc:
-            raise click.ClickException(str(exc)) from None
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="webhooks")
-def main() -> None:
-    """Signed, retried webhook delivery on Celery and Redis."""
+__all__ = ["main"]
