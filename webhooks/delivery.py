@@ -13,11 +13,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from urllib.parse import urlsplit
 
 import requests
 import urllib3.exceptions
 from requests_hardened import Config, HTTPSession
-from requests_hardened.ip_filter import InvalidIPAddress
+from requests_hardened.ip_filter import InvalidIPAddress, get_ip_address
 
 from webhooks.__about__ import __version__
 from webhooks.registry.base import Endpoint
@@ -87,6 +88,26 @@ def new_session(settings: Settings) -> requests.Session:
         )
     )
     return session
+
+
+def check_public_address(url: str) -> None:
+    """Refuse, with a sentence, a URL whose host resolves to an address deliveries would refuse.
+
+    Operators hear about it when they add the endpoint; the same rule is enforced again at
+    send time, after a fresh DNS lookup, because DNS can change in between.
+    """
+    parts = urlsplit(url)
+    host = (parts.hostname or "").strip("[]")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        get_ip_address(host, port, allow_loopback=False)
+    except InvalidIPAddress as exc:
+        raise ValueError(
+            f"The URL {url!r} points at {exc}, a loopback, private, link-local or reserved address; "
+            "deliveries there are refused (WEBHOOKS_ALLOW_PRIVATE_NETWORKS allows them for local development)."
+        ) from None
+    except OSError:
+        raise ValueError(f"The host of the URL {url!r} cannot be resolved.") from None
 
 
 _local = threading.local()

@@ -1,0 +1,35 @@
+"""Error pages: every failure an operator can cause gets a sentence and the right status, never a traceback."""
+
+from __future__ import annotations
+
+from flask import Flask, render_template
+from flask_wtf.csrf import CSRFError
+from werkzeug.exceptions import HTTPException
+
+from webhooks.errors import EndpointNotFoundError, ReadOnlyRegistryError, WebhooksError
+
+
+def init_app(app: Flask) -> None:
+    @app.errorhandler(CSRFError)
+    def csrf_refused(error: CSRFError) -> tuple[str, int]:
+        return _page("The form has expired or did not come from this page. Reload the page and try again.", 403)
+
+    @app.errorhandler(EndpointNotFoundError)
+    def not_found(error: EndpointNotFoundError) -> tuple[str, int]:
+        return _page(str(error), 404)
+
+    @app.errorhandler(ReadOnlyRegistryError)
+    def read_only(error: ReadOnlyRegistryError) -> tuple[str, int]:
+        return _page(str(error), 409)
+
+    @app.errorhandler(WebhooksError)
+    def refused(error: WebhooksError) -> tuple[str, int]:
+        return _page(str(error), 400)
+
+    @app.errorhandler(HTTPException)
+    def http_error(error: HTTPException) -> tuple[str, int]:
+        return _page(error.description or "", error.code or 500)
+
+
+def _page(message: str, status: int) -> tuple[str, int]:
+    return render_template("error.html", message=message, status=status), status
