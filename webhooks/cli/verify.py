@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import BinaryIO
 
 import click
 
@@ -29,12 +28,14 @@ from webhooks.signing import DEFAULT_TOLERANCE_SECONDS, HEADER, verify
     metavar="SECONDS",
     help="Largest accepted age of the signature; raise it to check an older saved request.",
 )
-@click.argument("body", type=click.File("rb"), default="-", metavar="[BODY_FILE | -]")
-def verify_command(secrets: tuple[str, ...], header: str, tolerance: int, body: BinaryIO) -> None:
+@click.argument("body_file", type=click.Path(exists=True, dir_okay=False, allow_dash=True), default="-")
+def verify_command(secrets: tuple[str, ...], header: str, tolerance: int, body_file: str) -> None:
     """Verify a saved request: exit 0 when its signature matches, 1 and the reason when not.
 
-    BODY_FILE holds the raw request body exactly as received (default: standard input).
+    BODY_FILE holds the raw request body exactly as received; without it, or with -, it is read from standard input.
     """
     value = header.split(":", 1)[1] if header.lower().startswith(HEADER.lower() + ":") else header
-    timestamp = verify(body.read(), value.strip(), secrets, tolerance=tolerance)
+    with click.open_file(body_file, "rb") as body:
+        raw = body.read()
+    timestamp = verify(raw, value.strip(), secrets, tolerance=tolerance)
     click.echo(f"Verified: signed at {format_time(datetime.fromtimestamp(timestamp, UTC))} (t={timestamp}).")
