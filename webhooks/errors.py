@@ -9,7 +9,9 @@ The tree::
     ├── RegistryError                   a registry refused an operation
     │   ├── EndpointNotFoundError       no endpoint has that id
     │   ├── DuplicateEndpointError      an endpoint with that id exists already
-    │   └── ReadOnlyRegistryError       the registry (YAML) cannot be written
+    │   ├── InvalidEndpointError (ValueError)  a URL, event name or other endpoint field is invalid
+    │   ├── ReadOnlyRegistryError       the registry (YAML) cannot be written
+    │   └── RegistryUnavailableError    the registry's Redis cannot be reached: tasks retry
     ├── SignatureError (ValueError)     verify() rejected a signature header
     └── DeliveryError                   one delivery attempt did not succeed
         ├── RetryableDeliveryError      non-2xx, 3xx or no response: Celery retries it
@@ -54,8 +56,16 @@ class DuplicateEndpointError(RegistryError):
     """Raised when an endpoint id is used twice."""
 
 
+class InvalidEndpointError(RegistryError, ValueError):
+    """Raised when an endpoint would get a bad URL, unknown event names or another invalid field; nothing is written."""
+
+
 class ReadOnlyRegistryError(RegistryError):
     """Raised when a write is asked of a registry that cannot be written (the YAML file)."""
+
+
+class RegistryUnavailableError(RegistryError):
+    """Raised when the Redis holding the registry does not answer; Celery retries the task that met it."""
 
 
 class SignatureError(WebhooksError, ValueError):

@@ -19,7 +19,12 @@ from kombu.exceptions import OperationalError
 
 from webhooks.celery_app import app, settings
 from webhooks.delivery import AttemptResult, Outcome, send, thread_session
-from webhooks.errors import EndpointNotFoundError, PermanentDeliveryError, RetryableDeliveryError
+from webhooks.errors import (
+    EndpointNotFoundError,
+    PermanentDeliveryError,
+    RegistryUnavailableError,
+    RetryableDeliveryError,
+)
 from webhooks.registry import Registry, open_registry
 from webhooks.settings import MAX_ATTEMPTS, MAX_RETRIES
 
@@ -32,7 +37,12 @@ def registry() -> Registry:
     return open_registry(settings)
 
 
-@app.task(name="webhooks.fanout", acks_late=True, autoretry_for=(OperationalError,), max_retries=MAX_RETRIES)
+@app.task(
+    name="webhooks.fanout",
+    acks_late=True,
+    autoretry_for=(OperationalError, RegistryUnavailableError),
+    max_retries=MAX_RETRIES,
+)
 def fanout(event_name: str, event_id: str, body: str) -> int:
     """Enqueue one delivery per enabled endpoint subscribed to ``event_name``, over one connection."""
     endpoints = registry().subscribed(event_name)
@@ -47,9 +57,9 @@ def fanout(event_name: str, event_id: str, body: str) -> int:
 @app.task(
     bind=True,
     name="webhooks.deliver",
-    autoretry_for=(RetryableDeliveryError,),
+    autoretry_for=(RetryableDeliveryError, RegistryUnavailableError),
     dont_autoretry_for=(PermanentDeliveryError,),
-    throws=(RetryableDeliveryError, PermanentDeliveryError),
+    throws=(RetryableDeliveryError, PermanentDeliveryError, RegistryUnavailableError),
     retry_backoff=settings.retry_backoff,
     retry_backoff_max=settings.retry_backoff_max,
     retry_jitter=True,

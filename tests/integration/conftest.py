@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,13 +57,13 @@ class RedisServer:
         return redis.Redis.from_url(self.url)
 
 
-@pytest.fixture(scope="session")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+@contextmanager
+def running_redis_server(workdir: Path) -> Iterator[RedisServer]:
+    """A redis-server of our own on a free loopback port, with persistence off, stopped on exit."""
     executable = shutil.which("redis-server")
     if executable is None:
         missing("redis-server")
     port = free_port()
-    workdir = tmp_path_factory.mktemp("redis")
     process = subprocess.Popen(
         [
             executable,
@@ -92,6 +93,12 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     yield server
     process.terminate()
     process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    with running_redis_server(tmp_path_factory.mktemp("redis")) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

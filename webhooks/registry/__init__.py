@@ -2,17 +2,45 @@
 
 from __future__ import annotations
 
-from webhooks.errors import ConfigurationError
-from webhooks.registry.base import Endpoint, Registry, check_events, check_url
+from webhooks.errors import ReadOnlyRegistryError
+from webhooks.registry.base import Endpoint, Registry, SaveResult, WritableRegistry, check_events, check_url
 from webhooks.registry.memory import MemoryRegistry
+from webhooks.registry.redis import RedisRegistry
 from webhooks.registry.yaml import YamlRegistry
 from webhooks.settings import Settings
 
-__all__ = ["Endpoint", "MemoryRegistry", "Registry", "YamlRegistry", "check_events", "check_url", "open_registry"]
+__all__ = [
+    "Endpoint",
+    "MemoryRegistry",
+    "RedisRegistry",
+    "Registry",
+    "SaveResult",
+    "WritableRegistry",
+    "YamlRegistry",
+    "check_events",
+    "check_url",
+    "open_registry",
+    "writable",
+]
 
 
 def open_registry(settings: Settings) -> Registry:
-    """The registry the settings name: a YAML file path (read-only)."""
+    """The registry the settings name: ``redis`` (on WEBHOOKS_REDIS_URL), or a YAML file path (read-only)."""
     if settings.registry == "redis":
-        raise ConfigurationError("WEBHOOKS_REGISTRY=redis is not available yet; give the path of a YAML file.")
+        return RedisRegistry.from_url(settings.store_url)
     return YamlRegistry(settings.registry)
+
+
+def writable(registry: Registry) -> WritableRegistry:
+    """``registry`` itself when it can be changed; otherwise ReadOnlyRegistryError saying how to move to Redis."""
+    if isinstance(registry, WritableRegistry):
+        return registry
+    if isinstance(registry, YamlRegistry):
+        source = f"the YAML file {str(registry.path)!r}"
+        command = f"webhooks registry import {registry.path}"
+    else:
+        source, command = f"a read-only {type(registry).__name__}", "webhooks registry import FILE"
+    raise ReadOnlyRegistryError(
+        f"Endpoints cannot be changed: they are read from {source}. "
+        f"Set WEBHOOKS_REGISTRY=redis and copy them into Redis with `{command}`."
+    )

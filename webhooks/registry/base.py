@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Protocol
+from typing import Literal, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -18,6 +18,12 @@ from webhooks.events import EVENT_NAMES, EventName
 
 #: Endpoint ids appear in CLI arguments, URLs of the settings page and Redis keys.
 ENDPOINT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
+
+#: After a secret rotation the previous secret keeps signing this long: a day for receivers to switch.
+DEFAULT_OVERLAP_SECONDS = 86_400
+
+#: What saving an endpoint did: a registry import reports these counts.
+SaveResult = Literal["added", "updated", "unchanged"]
 
 
 def check_url(url: str) -> str:
@@ -105,4 +111,47 @@ class Registry(Protocol):
 
     def list(self) -> list[Endpoint]:
         """Every endpoint, enabled or not, in a stable order."""
+        ...
+
+
+@runtime_checkable
+class WritableRegistry(Registry, Protocol):
+    """A registry operators change at run time (Redis). The CLI and the settings page type against this.
+
+    Every write validates first and raises InvalidEndpointError (nothing written) or EndpointNotFoundError.
+    """
+
+    def add(self, url: str, events: Iterable[str], *, description: str = "", enabled: bool = True) -> Endpoint:
+        """Create an endpoint with a new id and a new secret."""
+        ...
+
+    def update(
+        self,
+        endpoint_id: str,
+        *,
+        url: str | None = None,
+        events: Iterable[str] | None = None,
+        description: str | None = None,
+    ) -> Endpoint:
+        """Change the given fields; None leaves a field as it is."""
+        ...
+
+    def enable(self, endpoint_id: str) -> Endpoint:
+        """Deliver to this endpoint again, from the next event on."""
+        ...
+
+    def disable(self, endpoint_id: str) -> Endpoint:
+        """Stop delivering at once; retries already scheduled are dropped when they come up."""
+        ...
+
+    def remove(self, endpoint_id: str) -> None:
+        """Delete the endpoint; retries already scheduled are dropped when they come up."""
+        ...
+
+    def rotate_secret(self, endpoint_id: str, *, overlap_seconds: int = DEFAULT_OVERLAP_SECONDS) -> Endpoint:
+        """Give the endpoint a new secret; the old one keeps signing for ``overlap_seconds`` (0: stops at once)."""
+        ...
+
+    def save(self, endpoint: Endpoint) -> SaveResult:
+        """Create or replace the endpoint as given, id and secrets included (a registry import)."""
         ...

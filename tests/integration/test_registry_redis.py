@@ -1,0 +1,192 @@
+"""Endpoints managed at run time: the real `webhooks` command, a real worker, Redis and a loopback receiver.
+
+The registry lives on a redis-server of its own (WEBHOOKS_REDIS_URL), apart from the broker, so its
+command statistics count the registry's traffic and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+
+import pytest
+
+from tests.integration.conftest import BIN, RedisServer, publish, running_redis_server, service_env, write_registry
+from tests.receiver import always
+from tests.waiting import wait_until
+from webhooks.samples import sample_event_kwargs
+from webhooks.signing import HEADER, SignatureError, verify
+
+pytestmark = pytest.mark.integration
+
+#: The broker database this module uses on the shared redis-server, emptied before each test.
+BROKER_DB = 1
+#: Commands a Redis client sends when it opens a connection, whatever it then does.
+CONNECTION_SETUP = ("hello", "client|setinfo")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    with running_redis_server(tmp_path_factory.mktemp("store")) as server:
+        yield server
+
+
+@pytest.fixture
+def broker(redis_server):
+    client = redis_server.client()
+    client.select(BROKER_DB)
+    client.flushdb()
+    return client
+
+
+@pytest.fixture
+def env(redis_server, store, broker):
+    store.client().flushall()
+    return service_env(
+        redis_server,
+        "redis",
+        broker_url=f"redis://127.0.0.1:{redis_server.port}/{BROKER_DB}",
+        redis_url=store.url,
+    )
+
+
+def cli(env: Mapping[str, str], *args: str) -> str:
+    """Run `.venv/bin/webhooks ARGS` as an operator would; return its standard output."""
+    completed = subprocess.run(
+        [str(BIN / "webhooks"), *args], env=dict(env), capture_output=True, text=True, timeout=60
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stderr == ""
+    return completed.stdout
+
+
+def cli_json(env: Mapping[str, str], *args: str) -> dict:
+    return json.loads(cli(env, *args, "--json"))
+
+
+def deliveries(receiver, path: str, event_id: str) -> list:
+    return [request for request in receiver.requests(path) if json.loads(request.body)["id"] == event_id]
+
+
+def verifies(request, secret: str) -> bool:
+    """What a receiver holding only ``secret`` concludes."""
+    try:
+        verify(request.body, request.headers[HEADER], secret)
+    except SignatureError:
+        return False
+    return True
+
+
+def test_an_endpoint_added_through_the_cli_receives_the_next_event_without_a_worker_restart(
+    env, receiver, start_worker
+):
+    worker = start_worker(env)
+    data = json.dumps(sample_event_kwargs("user_created"))
+    before = cli(env, "publish", "user_created", "--data", data).strip()
+    wait_until(lambda: f"fanout event={before} name=user_created endpoints=0" in worker.output(), what="fan-out")
+
+    endpoint = cli_json(env, "endpoints", "add", receiver.url("/added"), "--event", "user_created")
+    after = cli(env, "publish", "user_created", "--data", data).strip()
+
+    (request,) = wait_until(lambda: deliveries(receiver, "/added", after), what="the delivery to the new endpoint")
+    assert verifies(request, endpoint["secret"])
+    assert f"attempt endpoint={endpoint['id']} event={after} attempt=1 status=200" in worker.output()
+    assert deliveries(receiver, "/added", before) == []
+    assert worker.output().count("ready.") == 1 and worker.process.poll() is None  # the same worker throughout
+
+
+def test_disable_stops_deliveries_including_a_delivery_waiting_for_its_retry(env, receiver, start_worker, broker):
+    receiver.behaviours["/failing"] = always(500)
+    endpoint = cli_json(env, "endpoints", "add", receiver.url("/failing"), "--event", "form_submitted")
+    endpoint_id = endpoint["id"]
+    worker = start_worker({**env, "WEBHOOKS_RETRY_BACKOFF": "3", "WEBHOOKS_RETRY_BACKOFF_MAX": "3"})
+    (event_id,) = publish(env, [("form_submitted", sample_event_kwargs("form_submitted"))])
+    wait_until(lambda: f"endpoint={endpoint_id} event={event_id} attempt=1 status=500" in worker.output(), what="1")
+
+    cli(env, "endpoints", "disable", endpoint_id)
+
+    dropped = f"dropped endpoint={endpoint_id} event={event_id} attempt="
+    wait_until(lambda: dropped in worker.output(), what="the pending retry to be dropped")
+    line = next(line for line in worker.output().splitlines() if dropped in line)
+    assert line.endswith("reason=the endpoint is disabled")
+    dropped_attempt = int(line.split(dropped)[1].split()[0])
+    assert dropped_attempt >= 2  # a retry, scheduled before the disable, is what was dropped
+    # Nothing is left to run: no retry waits in the worker (unacked) or in the queue.
+    wait_until(lambda: broker.hlen("unacked") == 0 and broker.llen("celery") == 0, what="no pending task")
+    posts = deliveries(receiver, "/failing", event_id)
+    attempts = [
+        line for line in worker.output().splitlines() if f"attempt endpoint={endpoint_id} event={event_id}" in line
+    ]
+    assert len(posts) == len(attempts) == dropped_attempt - 1
+    assert "raised expected: PermanentDeliveryError" in worker.output()
+
+
+def test_during_a_rotation_old_and_new_secrets_both_verify_and_after_it_only_the_new(env, receiver, start_worker):
+    old = cli_json(env, "endpoints", "add", receiver.url("/rotating"), "--event", "company_created")
+    worker = start_worker(env)
+    rotated = cli_json(env, "endpoints", "rotate-secret", old["id"], "--overlap", "10")
+    assert rotated["previous_secret"] == old["secret"] != rotated["secret"]
+    ends = datetime.strptime(rotated["previous_secret_expires_at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    event = [("company_created", sample_event_kwargs("company_created"))]
+
+    (during,) = publish(env, event)
+    (request,) = wait_until(lambda: deliveries(receiver, "/rotating", during), what="the delivery during the overlap")
+    assert request.headers[HEADER].count("v1=") == 2, "delivered after the overlap ended: the machine is too slow"
+    assert verifies(request, old["secret"])  # a receiver that has not switched yet
+    assert verifies(request, rotated["secret"])  # a receiver that has
+
+    wait_until(lambda: datetime.now(UTC) >= ends, timeout=30, interval=0.2, what="the overlap to end")
+    (after,) = publish(env, event)
+    (request,) = wait_until(lambda: deliveries(receiver, "/rotating", after), what="the delivery after the overlap")
+    assert request.headers[HEADER].count("v1=") == 1
+    assert not verifies(request, old["secret"])
+    assert verifies(request, rotated["secret"])
+    assert f"endpoint={old['id']} event={after} attempt=1 status=200" in worker.output()
+
+
+def test_fan_out_to_1000_endpoints_reads_the_registry_in_a_bounded_number_of_round_trips(
+    env, receiver, start_worker, store, tmp_path
+):
+    count = 1000
+    path = write_registry(
+        tmp_path / "bulk.yaml",
+        [
+            {
+                "id": f"bulk-{n:04d}",
+                "url": receiver.url(f"/bulk/{n}"),
+                "secret": f"whsec_bulk_{n}",
+                "events": ["message_opened"],
+            }
+            for n in range(count)
+        ],
+    )
+    assert (
+        cli(env, "registry", "import", str(path))
+        == f"Imported {count} endpoints from {path}: {count} added, 0 updated, 0 unchanged.\n"
+    )
+    worker = start_worker(env, concurrency=4)
+    stats = store.client()
+    stats.config_resetstat()
+
+    (event_id,) = publish(env, [("message_opened", sample_event_kwargs("message_opened"))])
+    wait_until(
+        lambda: worker.output().count(f"event={event_id} attempt=1 status=200") == count,
+        timeout=90,
+        what=f"{count} deliveries",
+    )
+    assert f"fanout event={event_id} name=message_opened endpoints={count}" in worker.output()
+    stats_after = stats.info("commandstats")  # counted from CONFIG RESETSTAT, before the event was published
+    calls = {name.removeprefix("cmdstat_"): entry["calls"] for name, entry in stats_after.items()}
+    assert calls.pop("config|resetstat") == 1
+    setup = sum(calls.pop(name, 0) for name in CONNECTION_SETUP)
+    lookups = calls.pop("get")  # each delivery reads its endpoint once, at send time
+    assert lookups == count
+    print(
+        f"registry commands for {count} endpoints: fan-out {calls}, send-time GETs {lookups}, connection setup {setup}"
+    )
+    assert calls == {"smembers": 1, "mget": 1}, calls  # the index, then every document in one MGET
+    assert sum(calls.values()) == 2
+    assert setup <= 2 * 5  # at most one connection per worker process (4) and the main process
+    assert sum(len(receiver.requests(f"/bulk/{n}")) for n in range(count)) == count

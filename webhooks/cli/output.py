@@ -1,0 +1,106 @@
+"""How commands show things: aligned tables and fields for people, stable JSON for scripts.
+
+Pure functions of their inputs (``now`` is passed in), so tests check exact output. Secrets are
+masked unless a command is asked to reveal them: a terminal is often shared, recorded or pasted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import click
+
+from webhooks.events import EVENT_NAMES
+from webhooks.registry import Endpoint
+from webhooks.registry.changes import SECRET_PREFIX
+
+#: Characters of a secret shown at the end of its masked form, so operators can tell secrets apart.
+VISIBLE_SECRET_CHARS = 4
+#: Below this many characters after the prefix nothing of the secret is shown.
+MIN_SECRET_CHARS_TO_HINT = 16
+
+
+def format_time(moment: datetime) -> str:
+    """``YYYY-MM-DDTHH:MM:SSZ``, as the spec writes datetimes."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def mask(secret: str) -> str:
+    """``whsec_********abcd``: the prefix and at most the last few characters."""
+    head = SECRET_PREFIX if secret.startswith(SECRET_PREFIX) else ""
+    body = secret.removeprefix(head)
+    tail = body[-VISIBLE_SECRET_CHARS:] if len(body) >= MIN_SECRET_CHARS_TO_HINT else ""
+    return f"{head}********{tail}"
+
+
+def endpoint_record(endpoint: Endpoint, *, now: datetime, reveal: bool) -> dict[str, Any]:
+    """The stable JSON shape of an endpoint. ``previous_secret`` is set only while it still signs."""
+    rotating = len(endpoint.signing_secrets(now)) > 1
+    previous = endpoint.previous_secret if rotating else None
+    expires = endpoint.previous_secret_expires_at if rotating else None
+    return {
+        "id": endpoint.id,
+        "url": endpoint.url,
+        "events": [name for name in EVENT_NAMES if name in endpoint.events],
+        "enabled": endpoint.enabled,
+        "description": endpoint.description,
+        "secret": endpoint.secret if reveal else mask(endpoint.secret),
+        "previous_secret": (previous if reveal else mask(previous)) if previous else None,
+        "previous_secret_expires_at": format_time(expires) if expires else None,
+    }
+
+
+def events_text(events: Sequence[str]) -> str:
+    """``all`` for every event, else the names: a table column stays short for the common case."""
+    return "all" if len(events) == len(EVENT_NAMES) else ", ".join(events)
+
+
+def details(record: Mapping[str, Any]) -> str:
+    """One endpoint as aligned ``field  value`` lines."""
+    rows = [
+        ("id", record["id"]),
+        ("url", record["url"]),
+        ("events", events_text(record["events"])),
+        ("enabled", "yes" if record["enabled"] else "no"),
+        ("description", record["description"]),
+        ("secret", record["secret"]),
+    ]
+    if record["previous_secret"]:
+        rows.append(
+            ("previous secret", f"{record['previous_secret']} (signs until {record['previous_secret_expires_at']})")
+        )
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name.ljust(width)}  {value}".rstrip() for name, value in rows)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Columns padded to their widest cell; the last column is not padded, so lines end cleanly."""
+    widths = [max(len(str(row[column])) for row in [headers, *rows]) for column in range(len(headers))]
+    lines = [
+        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in [headers, *rows]
+    ]
+    return "\n".join(lines)
+
+
+def endpoint_table(records: Sequence[Mapping[str, Any]]) -> str:
+    """Endpoints one per line; the events go last because they are the longest."""
+    rows = [
+        (
+            record["id"],
+            "enabled" if record["enabled"] else "disabled",
+            record["url"],
+            record["description"],
+            events_text(record["events"]),
+        )
+        for record in records
+    ]
+    return table(("ID", "STATUS", "URL", "DESCRIPTION", "EVENTS"), rows)
+
+
+def echo_json(data: object) -> None:
+    """Print ``data`` as indented JSON, keys in the order built (stable for scripts)."""
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
