@@ -59,7 +59,10 @@ def endpoints() -> None:
 @json_option
 @pass_services
 def add(services: Services, url: str, events: tuple[str, ...], description: str, disabled: bool, as_json: bool) -> None:
-    """Add an endpoint for URL; prints its id and its new secret for the receiver."""
+    """Add an endpoint for URL; prints its id and secret.
+
+    Give the secret to the receiver: it verifies every delivery with it.
+    """
     endpoint = writable(services.registry).add(url, events, description=description, enabled=not disabled)
     show(endpoint, as_json=as_json, reveal=True, message=f"Added endpoint {endpoint.id}. Give the receiver its secret.")
 
@@ -69,7 +72,10 @@ def add(services: Services, url: str, events: tuple[str, ...], description: str,
 @json_option
 @pass_services
 def list_endpoints(services: Services, reveal: bool, as_json: bool) -> None:
-    """List every endpoint, enabled or not (secrets appear only with --json)."""
+    """List every endpoint, enabled or not.
+
+    Secrets appear only with --json, masked unless --reveal.
+    """
     now = datetime.now(UTC)
     records = [endpoint_record(endpoint, now=now, reveal=reveal) for endpoint in services.registry.list()]
     if as_json:
@@ -105,7 +111,10 @@ def update(
     description: str | None,
     as_json: bool,
 ) -> None:
-    """Change an endpoint's URL, events (the given ones replace the old) or description."""
+    """Change an endpoint's URL, events or description.
+
+    The --event names given replace all the old ones.
+    """
     if url is None and not events and description is None:
         raise click.UsageError("Give at least one of --url, --event and --description.")
     endpoint = writable(services.registry).update(endpoint_id, url=url, events=events or None, description=description)
@@ -127,7 +136,7 @@ def enable(services: Services, endpoint_id: str, as_json: bool) -> None:
 @json_option
 @pass_services
 def disable(services: Services, endpoint_id: str, as_json: bool) -> None:
-    """Stop delivering to an endpoint at once, retries already scheduled included."""
+    """Stop delivering to an endpoint, pending retries included."""
     endpoint = writable(services.registry).disable(endpoint_id)
     message = f"Disabled endpoint {endpoint.id}: nothing more is delivered to it, pending retries included."
     show(endpoint, as_json=as_json, message=message)

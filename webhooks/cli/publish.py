@@ -56,5 +56,8 @@ def read_data(value: str) -> dict[str, Any]:
     help='The records as a JSON object, e.g. \'{"user": {...}, "properties": {...}}\'; @FILE reads a file, - stdin.',
 )
 def publish(name: str, data: str) -> None:
-    """Publish one event called NAME to every endpoint subscribed to it; prints the event id."""
+    """Publish an event called NAME; prints its id.
+
+    Every enabled endpoint subscribed to NAME receives it, as from publish_event() in code.
+    """
     click.echo(publish_event(name, **read_data(data)))

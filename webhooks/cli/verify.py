@@ -30,7 +30,9 @@ from webhooks.signing import DEFAULT_TOLERANCE_SECONDS, HEADER, verify
 )
 @click.argument("body_file", type=click.Path(exists=True, dir_okay=False, allow_dash=True), default="-")
 def verify_command(secrets: tuple[str, ...], header: str, tolerance: int, body_file: str) -> None:
-    """Verify a saved request: exit 0 when its signature matches, 1 and the reason when not.
+    """Check a saved request's signature.
+
+    Exits 0 when it is verified, and 1 with the reason when it is not.
 
     BODY_FILE holds the raw request body exactly as received; without it, or with -, it is read from standard input.
     """
