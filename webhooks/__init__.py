@@ -24,6 +24,7 @@ from webhooks.errors import (
 )
 from webhooks.events import EVENT_NAMES
 from webhooks.publishing import publish_event
+from webhooks.receiver import verify_request
 from webhooks.settings import Settings, get_settings
 from webhooks.signing import sign, verify
 
@@ -36,6 +37,7 @@ __all__ = [
     "publish_event",
     "sign",
     "verify",
+    "verify_request",
     # Configuration
     "Settings",
     "get_settings",
