@@ -26,6 +26,7 @@ from webhooks.errors import (
 )
 from webhooks.events import EVENT_NAMES
 from webhooks.publishing import publish_event
+from webhooks.receiver import verify_request
 from webhooks.settings import Settings, get_settings
 from webhooks.signing import sign, verify
 
@@ -38,6 +39,7 @@ __all__ = [
     "publish_event",
     "sign",
     "verify",
+    "verify_request",
     # Configuration
     "Settings",
     "get_settings",

@@ -4,7 +4,7 @@ The tree::
 
     WebhooksError                       catch-all for callers
     ├── ConfigurationError              bad settings; unreadable or invalid YAML registry
-    ├── InvalidEventError (ValueError)  publish_event() got an event that breaks the spec
+    ├── InvalidEventError (ValueError)  an event breaks the spec (publish_event(), verify_request())
     ├── PublishError                    the event could not be handed to the broker
     ├── RegistryError                   a registry refused an operation
     │   ├── EndpointNotFoundError       no endpoint has that id
@@ -33,7 +33,10 @@ class ConfigurationError(WebhooksError):
 
 
 class InvalidEventError(WebhooksError, ValueError):
-    """Raised by publish_event() when the event does not match the spec; nothing is enqueued."""
+    """Raised by publish_event() when the event does not match the spec; nothing is enqueued.
+
+    Also raised by verify_request() when a request whose signature verified has a body that is not a JSON object.
+    """
 
 
 class PublishError(WebhooksError):

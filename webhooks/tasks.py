@@ -11,9 +11,10 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 from functools import cache
-from typing import NoReturn
+from typing import Any, NoReturn
 
-from celery import Task
+from celery import Signature, Task
+from celery.app.task import Context
 from celery.exceptions import SoftTimeLimitExceeded
 from kombu.exceptions import OperationalError
 
@@ -37,7 +38,29 @@ def registry() -> Registry:
     return open_registry(settings)
 
 
+class _BodyHiddenTask(Task):  # type: ignore[type-arg]
+    """Shows Flower and the logs the first two arguments (ids), never the body, on retries too.
+
+    Celery re-sends a retry without the argsrepr the task was first sent with, so without this a
+    retried delivery would show its whole body in Flower.
+    """
+
+    def signature_from_request(
+        self,
+        request: Context | None = None,
+        args: tuple[Any, ...] | None = None,
+        kwargs: dict[str, Any] | None = None,
+        queue: str | None = None,
+        **extra_options: Any,
+    ) -> Signature[Any]:
+        request = self.request if request is None else request
+        args = tuple(request.args or ()) if args is None else args
+        extra_options.setdefault("argsrepr", repr(args[:2]))
+        return super().signature_from_request(request, args, kwargs, queue, **extra_options)
+
+
 @app.task(
+    base=_BodyHiddenTask,
     name="webhooks.fanout",
     acks_late=True,
     autoretry_for=(OperationalError, RegistryUnavailableError),
@@ -56,6 +79,7 @@ def fanout(event_name: str, event_id: str, body: str) -> int:
 
 @app.task(
     bind=True,
+    base=_BodyHiddenTask,
     name="webhooks.deliver",
     autoretry_for=(RetryableDeliveryError, RegistryUnavailableError),
     dont_autoretry_for=(PermanentDeliveryError,),

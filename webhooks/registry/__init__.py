@@ -20,12 +20,25 @@ __all__ = [
     "check_events",
     "check_url",
     "open_registry",
+    "use_registry",
     "writable",
 ]
 
+_installed: Registry | None = None
+
+
+def use_registry(registry: Registry) -> None:
+    """Make ``open_registry()`` return ``registry`` whatever the settings name: for entry points (the demo)
+    that build their endpoints in code, as ``use_settings()`` does for Settings. Call it before the worker runs."""
+    global _installed
+    _installed = registry
+
 
 def open_registry(settings: Settings) -> Registry:
-    """The registry the settings name: ``redis`` (on WEBHOOKS_REDIS_URL), or a YAML file path (read-only)."""
+    """The registry installed by ``use_registry()``, else the one the settings name: ``redis`` (on
+    WEBHOOKS_REDIS_URL), or a YAML file path (read-only)."""
+    if _installed is not None:
+        return _installed
     if settings.registry == "redis":
         return RedisRegistry.from_url(settings.store_url)
     return YamlRegistry(settings.registry)

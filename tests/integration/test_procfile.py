@@ -1,0 +1,102 @@
+"""`honcho start` from the Procfile against our own redis-server: worker delivers, Flower answers, all stop."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.integration.conftest import BIN, free_port, publish, service_env, write_registry
+from tests.receiver import fail_first
+from tests.waiting import wait_until
+from webhooks.samples import sample_event_kwargs
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+FLOWER_USER, FLOWER_PASSWORD = "ops", "flower-test-password"
+
+
+@pytest.fixture
+def honcho(redis_server, receiver, tmp_path):
+    """`honcho start` in the repository, settings passed through the environment; yields (flower URL, output)."""
+    receiver.behaviours["/honcho"] = fail_first(1)
+    registry = write_registry(
+        tmp_path / "endpoints.yaml",
+        [{"id": "honcho", "url": receiver.url("/honcho"), "secret": "whsec_honcho", "events": ["user_created"]}],
+    )
+    env = service_env(redis_server, registry)
+    env.update(
+        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",  # the Procfile's `celery` is this environment's
+        FLOWER_BASIC_AUTH=f"{FLOWER_USER}:{FLOWER_PASSWORD}",
+        WORKER_CONCURRENCY="2",
+    )
+    flower_port = free_port()
+    no_env_file = tmp_path / "empty.env"
+    no_env_file.write_text("")
+    log_path = tmp_path / "honcho.log"
+    log = log_path.open("wb")
+    # honcho gives each Procfile line PORT = base + 100 * its position: the worker is first, Flower second.
+    process = subprocess.Popen(
+        [str(BIN / "honcho"), "start", "--no-colour", "-e", str(no_env_file), "-p", str(flower_port - 100)],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+
+    def output() -> str:
+        return log_path.read_text(encoding="utf-8", errors="replace")
+
+    yield f"http://127.0.0.1:{flower_port}", output, env, process
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)
+    log.close()
+
+
+def flower_answers(url: str) -> bool:
+    try:
+        return requests.get(f"{url}/healthcheck", timeout=2).text == "OK"
+    except requests.ConnectionError:
+        return False
+
+
+@pytest.mark.timeout(240)
+def test_honcho_start_runs_worker_and_flower_then_stops_them(honcho, receiver, tmp_path):
+    flower, output, env, process = honcho
+    wait_until(lambda: "ready." in output() or process.poll() is not None, timeout=90, what="the worker")
+    wait_until(lambda: flower_answers(flower) or process.poll() is not None, timeout=60, what="Flower")
+    assert process.poll() is None, output()
+
+    (event_id,) = publish(env, [("user_created", sample_event_kwargs("user_created"))])
+    wait_until(lambda: len(receiver.requests("/honcho")) >= 2, timeout=60, what="the retried delivery")
+    assert [json.loads(request.body)["id"] for request in receiver.requests("/honcho")] == [event_id, event_id]
+
+    auth = (FLOWER_USER, FLOWER_PASSWORD)
+    assert requests.get(f"{flower}/api/workers", timeout=10).status_code == 401  # basic auth is on
+
+    def delivered_task() -> dict | None:
+        tasks = requests.get(f"{flower}/api/tasks", params={"taskname": "webhooks.deliver"}, auth=auth, timeout=10)
+        tasks.raise_for_status()
+        return next((t for t in tasks.json().values() if event_id in t["args"] and t["state"] == "SUCCESS"), None)
+
+    task = wait_until(delivered_task, timeout=60, what="Flower to show the delivery")
+    assert task["args"] == f"('honcho', '{event_id}')"  # ids only: no body, no secret
+    assert task["retries"] == 1
+    workers = requests.get(f"{flower}/api/workers", params={"refresh": "true"}, auth=auth, timeout=30).json()
+    assert any(name.startswith("celery@") for name in workers), workers
+
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=60) is not None
+    pids = [int(pid) for pid in re.findall(r"sending SIGTERM to \w+\.1 \(pid (\d+)\)", output())]
+    assert len(pids) == 2, output()
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

@@ -1,0 +1,69 @@
+"""`webhooks receive` over real loopback HTTP: our sender's requests verify, tampered ones are rejected."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+from datetime import UTC, datetime
+
+import pytest
+import requests
+
+from tests.integration.conftest import BIN
+from tests.waiting import wait_until
+from webhooks.delivery import build_headers, new_session, send
+from webhooks.events import build_event, serialize
+from webhooks.registry import Endpoint
+from webhooks.samples import sample_event_kwargs
+from webhooks.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+SECRET = "whsec_receive_test"
+
+
+@pytest.fixture
+def receive_command(tmp_path):
+    """`webhooks receive` on a free port, failing the first attempt of each event; yields its URL and output."""
+    log_path = tmp_path / "receive.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [str(BIN / "webhooks"), "receive", "--port", "0", "--secret", SECRET, "--fail-first", "1"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+        def output() -> str:
+            return log_path.read_text(encoding="utf-8")
+
+        match = wait_until(lambda: re.search(r"Listening on (http://127\.0\.0\.1:\d+)/", output()), timeout=30)
+        yield match.group(1), output
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=10) == 0
+
+
+def test_webhooks_receive_verifies_our_sender_and_rejects_a_tampered_request(receive_command):
+    base_url, output = receive_command
+    now = datetime.now(UTC)
+    event = build_event("user_created", **sample_event_kwargs("user_created"), now=now)
+    body = serialize(event)
+    endpoint = Endpoint(id="dev", url=f"{base_url}/hooks/service", secret=SECRET, events=["all"])
+    session = new_session(Settings(allow_private_networks=True))
+
+    first = send(session, endpoint, body, timeout=(2, 5), now=now)
+    second = send(session, endpoint, body, timeout=(2, 5), now=now)
+    assert (first.status_code, second.status_code) == (503, 200)  # --fail-first 1, then delivered
+
+    headers = build_headers(body, [SECRET], int(now.timestamp()))
+    tampered = requests.post(endpoint.url, data=body.replace(b"ada.lovelace", b"eve"), headers=headers, timeout=5)
+    assert tampered.status_code == 400
+    assert tampered.text.strip() == "No v1 signature in the header matches the secret."
+
+    printed = wait_until(lambda: [line for line in output().splitlines() if event.id in line][2:] and output())
+    lines = [line for line in printed.splitlines() if event.id in line]
+    assert lines[0].endswith(
+        f"user_created         {event.id}  attempt 1  signature verified  -> 503 failed on purpose"
+    )
+    assert lines[1].endswith(f"user_created         {event.id}  attempt 2  signature verified  -> 200 delivered")
+    assert lines[2].endswith("REJECTED: No v1 signature in the header matches the secret.  -> 400 rejected")

@@ -1,0 +1,152 @@
+"""Docker does not run here, so the Procfile, docker-compose.yml and Dockerfile are checked by reading them:
+every command names an entry point that exists and options it accepts, and every WEBHOOKS_* variable is a setting."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from importlib.util import find_spec
+from pathlib import Path
+
+import pytest
+import yaml
+from celery.bin.base import CLIContext
+from celery.bin.celery import celery as celery_cli
+from flower.options import options as flower_options
+
+import webhooks
+from webhooks.cli import main
+from webhooks.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+PROCFILE = ROOT / "Procfile"
+COMPOSE = ROOT / "docker-compose.yml"
+DOCKERFILE = ROOT / "Dockerfile"
+
+
+def procfile() -> dict[str, str]:
+    """Process name -> command, as honcho and Heroku read it (other lines are comments)."""
+    entries = re.findall(r"^([A-Za-z0-9_-]+):\s*(.+)$", PROCFILE.read_text(encoding="utf-8"), flags=re.MULTILINE)
+    return dict(entries)
+
+
+def compose() -> dict:
+    return yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
+
+
+def expand(command: str) -> str:
+    """Stand-in values for ${NAME:-default}, ${NAME:?message}, ${NAME} and $NAME, as a shell would give them."""
+    command = re.sub(r"\$\{(\w+):-([^}]*)\}", r"\2", command)
+    command = re.sub(r"\$\{(\w+)(:\?[^}]*)?\}", r"value-of-\1", command)
+    return re.sub(r"\$\$?(\w+)", r"value-of-\1", command)
+
+
+def check_command(argv: list[str]) -> None:
+    """Fail unless ``argv`` runs one of our entry points with options it accepts."""
+    program, *args = argv
+    if program == "celery":
+        assert args[:2] in (["-A", "webhooks"], ["--app", "webhooks"]), f"{argv}: celery must be given -A webhooks"
+        assert {"webhooks.fanout", "webhooks.deliver"} <= set(webhooks.app.tasks)
+        name, *rest = args[2:]
+        assert name in celery_cli.commands, f"{argv}: celery has no command {name!r}"
+        context = celery_cli.commands[name].make_context(name, rest, obj=CLIContext(webhooks.app, True, None))
+        for option in context.params.get("tornado_argv", ()):  # flower passes its options on to tornado
+            assert option.startswith("--") and option[2:].split("=")[0] in flower_options, f"{argv}: {option}"
+    elif program == "webhooks":
+        assert args[0] in main.commands, f"{argv}: webhooks has no command {args[0]!r}"
+        main.commands[args[0]].make_context(args[0], args[1:])
+    elif program in ("python", "python3") and args[0] == "-m":
+        assert find_spec(args[1]) is not None, f"{argv}: no module {args[1]!r}"
+    elif program in ("python", "python3") and args[0] == "-c":
+        compile(args[1], "<healthcheck>", "exec")
+    else:
+        raise AssertionError(f"{argv} does not run an entry point of this package")
+
+
+def shell_argv(command: str) -> list[str]:
+    return shlex.split(expand(command))
+
+
+def healthcheck_argv(test: list[str]) -> list[str]:
+    kind, *rest = test
+    return shell_argv(rest[0]) if kind == "CMD-SHELL" else [expand(part) for part in rest]
+
+
+def our_services() -> dict[str, dict]:
+    """Services built from our Dockerfile (redis runs its own image)."""
+    return {name: service for name, service in compose()["services"].items() if "build" in service}
+
+
+def test_procfile_has_worker_and_flower_and_each_command_runs_an_entry_point():
+    processes = procfile()
+    assert {"worker", "flower"} <= processes.keys()
+    for command in processes.values():
+        check_command(shell_argv(command))
+
+
+def test_procfile_worker_uses_a_pool_for_io_bound_delivery_and_flower_requires_basic_auth():
+    processes = procfile()
+    worker = shell_argv(processes["worker"])
+    assert worker[worker.index("--pool") + 1] == "prefork"
+    assert int(worker[worker.index("--concurrency") + 1]) >= 8
+    assert '--basic-auth="${FLOWER_BASIC_AUTH:?' in processes["flower"]
+
+
+@pytest.mark.parametrize("name", sorted(our_services()))
+def test_compose_commands_and_healthchecks_run_entry_points(name):
+    service = our_services()[name]
+    command = service["command"]
+    check_command([expand(part) for part in command] if isinstance(command, list) else shell_argv(command))
+    check_command(healthcheck_argv(service["healthcheck"]["test"]))
+
+
+def test_compose_redis_keeps_an_append_only_file_on_a_volume():
+    redis = compose()["services"]["redis"]
+    assert redis["command"][redis["command"].index("--appendonly") + 1] == "yes"
+    assert any(volume.endswith(":/data") for volume in redis["volumes"])
+    assert redis["healthcheck"]["test"] == ["CMD", "redis-cli", "ping"]
+
+
+def test_compose_worker_scales_and_everything_waits_for_a_healthy_redis():
+    services = compose()["services"]
+    assert {"redis", "worker", "flower"} <= services.keys()
+    worker = services["worker"]
+    assert "container_name" not in worker and "ports" not in worker, "--scale worker=N needs neither"
+    for name, service in our_services().items():
+        assert service["depends_on"]["redis"]["condition"] == "service_healthy", name
+        assert "healthcheck" in service, name
+    assert any("--basic-auth=${FLOWER_BASIC_AUTH:?" in part for part in services["flower"]["command"])
+
+
+def test_every_webhooks_variable_set_anywhere_is_a_setting():
+    fields = {f"WEBHOOKS_{name.upper()}" for name in Settings.model_fields}
+    environment = {key for service in our_services().values() for key in service.get("environment", {})}
+    assert environment and environment <= fields, environment - fields
+    mentioned = set()
+    for path in (PROCFILE, COMPOSE, DOCKERFILE):
+        mentioned |= set(re.findall(r"\bWEBHOOKS_[A-Z0-9_]+", path.read_text(encoding="utf-8")))
+    assert mentioned <= fields, mentioned - fields
+
+
+def test_the_dockerfile_installs_the_package_and_runs_an_entry_point():
+    text = DOCKERFILE.read_text(encoding="utf-8")
+    assert "RUN pip install ." in text
+    (cmd,) = re.findall(r"^CMD (\[.*\])$", text, flags=re.MULTILINE)
+    check_command(json.loads(cmd))
+    assert re.search(r"^USER (?!root)\w+", text, flags=re.MULTILINE), "the image runs as a non-root user"
+
+
+def test_the_checker_catches_mistakes():
+    with pytest.raises(AssertionError, match="no command 'wroker'"):
+        check_command(["celery", "-A", "webhooks", "wroker"])
+    with pytest.raises(Exception, match="--concurency"):
+        check_command(["celery", "-A", "webhooks", "worker", "--concurency", "4"])
+    with pytest.raises(AssertionError, match="--prot"):
+        check_command(["celery", "-A", "webhooks", "flower", "--prot=5555"])
+    with pytest.raises(AssertionError, match="no command 'serve'"):
+        check_command(["webhooks", "serve"])
+    with pytest.raises(AssertionError, match="no module"):
+        check_command(["python", "-m", "webhooks.nothing_here"])
+    with pytest.raises(AssertionError, match="does not run an entry point"):
+        check_command(["gunicorn", "app:app"])
