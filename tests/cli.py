@@ -5,7 +5,7 @@ from __future__ import annotations
 from click.testing import CliRunner, Result
 
 from webhooks.cli import main
-from webhooks.cli.base import Services
+from webhooks.services import Services
 
 
 def invoke(services: Services, *args: str, input: str | bytes | None = None) -> Result:

@@ -6,11 +6,13 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from celery import Task
 from kombu.exceptions import OperationalError
 from kombu.utils.url import maybe_sanitize_url
 
 from webhooks.errors import PublishError
 from webhooks.events import Company, Relationship, User, build_event, serialize
+from webhooks.samples import sample_event_kwargs
 
 
 def publish_event(
@@ -39,16 +41,31 @@ def publish_event(
         event_id=event_id,
         now=datetime.now(UTC),
     )
-    body = serialize(event).decode("utf-8")
+    from webhooks.tasks import fanout  # the Celery app is built on first publish, not at import
 
-    from webhooks.celery_app import app  # the Celery app is built on first publish, not at import
-    from webhooks.tasks import fanout
-
-    try:
-        fanout.apply_async((event.name, event.id, body), argsrepr=repr((event.name, event.id)))  # type: ignore[call-arg]
-    except OperationalError as exc:
-        broker = maybe_sanitize_url(app.conf.broker_url)
-        raise PublishError(
-            f"Event {event.id} was not published: the broker at {broker} cannot be reached ({exc})."
-        ) from None
+    _enqueue(fanout, event.id, (event.name, event.id, serialize(event).decode("utf-8")))
     return event.id
+
+
+def send_test_event(endpoint_id: str, name: str) -> str:
+    """Send a sample ``name`` event to one endpoint only, through the normal delivery task; return its id.
+
+    Operators use it to check a receiver: it is signed, retried and logged like any delivery,
+    but it does not fan out to the other endpoints subscribed to ``name``.
+    """
+    event = build_event(name, **sample_event_kwargs(name), now=datetime.now(UTC))
+    from webhooks.tasks import deliver
+
+    _enqueue(deliver, event.id, (endpoint_id, event.id, serialize(event).decode("utf-8")))
+    return event.id
+
+
+def _enqueue(task: Task[..., Any], event_id: str, args: tuple[str, str, str]) -> None:
+    # The body (the last argument) stays out of Flower and the logs: they show the two ids only.
+    try:
+        task.apply_async(args, argsrepr=repr(args[:2]))  # type: ignore[call-arg]
+    except OperationalError as exc:
+        broker = maybe_sanitize_url(task.app.conf.broker_url)
+        raise PublishError(
+            f"Event {event_id} was not published: the broker at {broker} cannot be reached ({exc})."
+        ) from None

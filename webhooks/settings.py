@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import sys
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -44,6 +44,8 @@ class Settings(BaseSettings):
     allow_private_networks: bool = Field(
         False, description="Deliver to loopback, private and link-local addresses (tests and local development only)."
     )
+    admin_password: SecretStr | None = Field(None, description="The operator's password for the settings page.")
+    secret_key: SecretStr | None = Field(None, description="Key that signs the settings page's session cookies.")
 
     @property
     def store_url(self) -> str:

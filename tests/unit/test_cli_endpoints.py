@@ -12,11 +12,11 @@ import pytest
 import yaml
 
 from tests.cli import assert_error, invoke
-from webhooks.cli.base import Services
 from webhooks.cli.output import mask, table
 from webhooks.events import EVENT_NAMES
 from webhooks.registry import Endpoint, RedisRegistry, YamlRegistry
 from webhooks.registry.transfer import export_document
+from webhooks.services import Services
 from webhooks.settings import Settings
 
 RECORD_KEYS = [

@@ -8,9 +8,9 @@ import pytest
 
 from tests.cli import assert_error, invoke
 from webhooks import tasks
-from webhooks.cli.base import Services
 from webhooks.registry import MemoryRegistry
 from webhooks.samples import sample_event_kwargs
+from webhooks.services import Services
 from webhooks.settings import Settings
 from webhooks.signing import HEADER, sign
 

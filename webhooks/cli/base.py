@@ -2,39 +2,18 @@
 
 A WebhooksError raised by any command becomes one line ``Error: <sentence>`` on stderr with
 exit code 1 (click's usage errors exit 2). Commands reach settings and stores through
-:class:`Services`, built on first use; tests pass their own with ``runner.invoke(main, obj=...)``.
+:class:`webhooks.services.Services`, built on first use; tests pass their own with ``runner.invoke(main, obj=...)``.
 """
 
 from __future__ import annotations
 
-from functools import cached_property
 from typing import Any
 
 import click
 
 from webhooks.__about__ import __version__
 from webhooks.errors import WebhooksError
-from webhooks.registry import Registry, open_registry
-from webhooks.settings import Settings, get_settings
-
-
-class Services:
-    """What commands work on. Each part is built from Settings when first used, unless given."""
-
-    def __init__(self, settings: Settings | None = None, *, registry: Registry | None = None) -> None:
-        if settings is not None:
-            self.settings = settings
-        if registry is not None:
-            self.registry = registry
-
-    @cached_property
-    def settings(self) -> Settings:
-        return get_settings()
-
-    @cached_property
-    def registry(self) -> Registry:
-        return open_registry(self.settings)
-
+from webhooks.services import Services
 
 #: Decorator giving a command its Services as the first argument.
 pass_services = click.make_pass_decorator(Services, ensure=True)

@@ -12,10 +12,11 @@ from typing import Any, TypeVar
 
 import click
 
-from webhooks.cli.base import Services, main, pass_services
+from webhooks.cli.base import main, pass_services
 from webhooks.cli.output import details, echo_json, endpoint_record, endpoint_table, format_time
 from webhooks.registry import Endpoint, writable
 from webhooks.registry.base import DEFAULT_OVERLAP_SECONDS
+from webhooks.services import Services
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (stable keys) instead of text.")
 reveal_option = click.option("--reveal", is_flag=True, help="Show secrets in full instead of masked.")

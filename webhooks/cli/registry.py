@@ -7,9 +7,10 @@ from pathlib import Path
 
 import click
 
-from webhooks.cli.base import Services, main, pass_services
+from webhooks.cli.base import main, pass_services
 from webhooks.registry import writable
 from webhooks.registry.transfer import export_document, import_file
+from webhooks.services import Services
 
 #: An exported file holds secrets: only its owner may read it.
 EXPORT_FILE_MODE = 0o600

@@ -9,9 +9,9 @@ from __future__ import annotations
 from flask import Flask
 from flask_wtf.csrf import CSRFProtect
 
-from webhooks.cli.base import Services
 from webhooks.errors import ConfigurationError
 from webhooks.registry import Registry
+from webhooks.services import Services
 from webhooks.settings import Settings, get_settings
 from webhooks.web import auth, errors, views
 

@@ -74,8 +74,14 @@ def login() -> BaseResponse | str | tuple[str, int]:
     throttle.succeeded(address)
     session.clear()
     session["operator"] = True
-    target = request.args.get("next") or ""
-    return redirect(target if target.startswith("/") and not target.startswith("//") else url_for("views.endpoints"))
+    return redirect(local_url(request.args.get("next"), url_for("views.endpoints")))
+
+
+def local_url(target: str | None, default: str) -> str:
+    """``target`` when it is a path on this site, else ``default``: no open redirects."""
+    if target and target.startswith("/") and not target.startswith("//") and "\\" not in target:
+        return target
+    return default
 
 
 @blueprint.route("/logout", methods=["POST"])

@@ -3,21 +3,21 @@ function, and renders or redirects; a WebhooksError becomes a message (see error
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from flask import Blueprint, current_app, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from webhooks.cli.base import Services
 from webhooks.errors import ReadOnlyRegistryError
 from webhooks.events import EVENT_GROUPS, EVENT_NAMES
+from webhooks.publishing import send_test_event
 from webhooks.registry import WritableRegistry
+from webhooks.registry import writable as registry_writable
+from webhooks.services import Services
+from webhooks.web.auth import local_url
 from webhooks.web.forms import EndpointForm
 
 blueprint = Blueprint("views", __name__)
-
-READ_ONLY = (
-    "Endpoints come from the YAML file {path}, so this page is read-only. Edit the file and restart the "
-    "workers, or import it into Redis (webhooks registry import {path}) and set WEBHOOKS_REGISTRY=redis."
-)
 
 
 def services() -> Services:
@@ -25,22 +25,27 @@ def services() -> Services:
     return services
 
 
-def read_only_reason() -> str | None:
-    if isinstance(services().registry, WritableRegistry):
-        return None
-    return READ_ONLY.format(path=services().settings.registry)
-
-
 def writable() -> WritableRegistry:
-    registry = services().registry
-    if not isinstance(registry, WritableRegistry):
-        raise ReadOnlyRegistryError(READ_ONLY.format(path=services().settings.registry))
-    return registry
+    """The registry, when it can be changed; ReadOnlyRegistryError (a 409 page) saying why not."""
+    return registry_writable(services().registry)
+
+
+def read_only_reason() -> str | None:
+    try:
+        writable()
+    except ReadOnlyRegistryError as exc:
+        return str(exc)
+    return None
 
 
 @blueprint.context_processor
 def page_context() -> dict[str, object]:
-    return {"read_only": read_only_reason(), "event_groups": EVENT_GROUPS, "event_count": len(EVENT_NAMES)}
+    return {
+        "read_only": read_only_reason(),
+        "event_groups": EVENT_GROUPS,
+        "event_count": len(EVENT_NAMES),
+        "now": datetime.now(UTC),
+    }
 
 
 @blueprint.get("/")
@@ -93,7 +98,7 @@ def set_enabled(endpoint_id: str) -> Response:
     else:
         registry.disable(endpoint_id)
         flash("Delivery disabled: pending retries to this endpoint will be dropped.", "success")
-    return redirect(request.form.get("back") or url_for("views.endpoint", endpoint_id=endpoint_id))
+    return redirect(local_url(request.form.get("back"), url_for("views.endpoint", endpoint_id=endpoint_id)))
 
 
 @blueprint.post("/endpoints/<endpoint_id>/rotate")
@@ -112,3 +117,15 @@ def delete(endpoint_id: str) -> Response:
     writable().remove(endpoint_id)
     flash(f"Endpoint {endpoint_id} deleted.", "success")
     return redirect(url_for("views.endpoints"))
+
+
+@blueprint.post("/endpoints/<endpoint_id>/test-event")
+def test_event(endpoint_id: str) -> Response:
+    endpoint = services().registry.get(endpoint_id)
+    name = request.form.get("event_name", "")
+    if name not in EVENT_NAMES:
+        flash(f"Choose one of the {len(EVENT_NAMES)} event kinds; {name!r} is not one.", "error")
+    else:
+        event_id = send_test_event(endpoint.id, name)
+        flash(f"Test event {name} ({event_id}) sent to this endpoint.", "success")
+    return redirect(url_for("views.endpoint", endpoint_id=endpoint_id))

@@ -1,0 +1,30 @@
+"""The parts the CLI and the settings page work on, built from Settings on first use.
+
+Both layers take a :class:`Services`, so tests (and the demo) hand them the same parts
+built in code: a fakeredis registry, an installed MemoryRegistry.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from webhooks.registry import Registry, open_registry
+from webhooks.settings import Settings, get_settings
+
+
+class Services:
+    """Settings and the stores they name. Each part is built when first used, unless given."""
+
+    def __init__(self, settings: Settings | None = None, *, registry: Registry | None = None) -> None:
+        if settings is not None:
+            self.settings = settings
+        if registry is not None:
+            self.registry = registry
+
+    @cached_property
+    def settings(self) -> Settings:
+        return get_settings()
+
+    @cached_property
+    def registry(self) -> Registry:
+        return open_registry(self.settings)
