@@ -1,0 +1,120 @@
+"""The settings page in a real browser (Debian's headless Chromium driven by Playwright), against
+`webhooks serve`, a real redis-server, a real worker and a loopback receiver."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import BIN, free_port, missing, publish, service_env
+from tests.waiting import wait_until
+from webhooks.samples import sample_event_kwargs
+from webhooks.signing import HEADER, verify
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
+
+PASSWORD = "operator-password-for-tests"
+CHROMIUM = "/usr/bin/chromium"
+#: Screenshots land here (gitignored); docs/ keeps one of each for the README.
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-output" / "screenshots"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not Path(CHROMIUM).exists():
+        missing("Chromium (/usr/bin/chromium, Debian package chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def site(redis_server, tmp_path, start_worker) -> Iterator[tuple[str, dict[str, str], Any]]:
+    redis_server.client().flushdb()
+    env = service_env(redis_server, "redis", admin_password=PASSWORD, secret_key="test-session-key-" + "x" * 20)
+    worker = start_worker(env)
+    port = free_port()
+    log = (tmp_path / "serve.log").open("wb")
+    server = subprocess.Popen(
+        [str(BIN / "webhooks"), "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def answers() -> bool:
+        import requests
+
+        try:
+            return requests.get(f"{url}/login", timeout=1).status_code == 200
+        except requests.ConnectionError:
+            return False
+
+    try:
+        wait_until(answers, timeout=30, what="webhooks serve to answer")
+        yield url, env, worker
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        log.close()
+
+
+def test_an_operator_manages_an_endpoint_in_the_browser(site, browser, receiver):
+    url, env, worker = site
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+
+    page.goto(f"{url}/")
+    page.fill("#password", PASSWORD)
+    page.click("button:has-text('Sign in')")
+    page.click("text=Add endpoint")
+    page.fill("#url", receiver.url("/browser"))
+    page.fill("#description", "Browser test receiver")
+    page.check("input[value=user_created]")
+    page.check("input[value=company_created]")
+    page.click("button:has-text('Add endpoint')")
+    page.wait_for_selector("text=Endpoint added")
+    endpoint_url = page.url
+
+    page.click("button:has-text('Reveal')")
+    secret = page.inner_text("#secret").strip()
+    assert secret.startswith("whsec_")
+
+    page.select_option("#event_name", "user_created")
+    page.click("button:has-text('Send test event')")
+    wait_until(lambda: receiver.requests("/browser"), timeout=30, what="the test event")
+    (first,) = receiver.requests("/browser")
+    verify(first.body, first.headers[HEADER], secret)
+    page.screenshot(path=str(SCREENSHOTS / "endpoint.png"), full_page=True)
+
+    page.goto(f"{url}/")
+    assert "Browser test receiver" in page.content()
+    page.screenshot(path=str(SCREENSHOTS / "endpoints.png"), full_page=True)
+
+    page.click("button:has-text('Disable')")
+    page.wait_for_selector("text=Delivery disabled")
+    (event_id,) = publish(env, [("user_created", sample_event_kwargs("user_created"))])
+    wait_until(lambda: f"fanout event={event_id} name=user_created endpoints=0" in worker.output(), timeout=30)
+    assert all(json.loads(request.body)["id"] != event_id for request in receiver.requests("/browser"))
+
+    page.goto(endpoint_url)
+    page.click("button:has-text('Enable')")
+    page.click("button:has-text('Rotate secret')")
+    page.wait_for_selector("text=Secret rotated")
+    page.click("button:has-text('Reveal')")
+    new_secret = page.inner_text("#secret").strip()
+    assert new_secret != secret
+    page.select_option("#event_name", "company_created")
+    page.click("button:has-text('Send test event')")
+    wait_until(lambda: len(receiver.requests("/browser")) >= 2, timeout=30, what="the event after rotation")
+    rotated = receiver.requests("/browser")[-1]
+    for either in (new_secret, secret):  # both sign during the overlap
+        verify(rotated.body, rotated.headers[HEADER], either)
