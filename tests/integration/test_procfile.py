@@ -36,13 +36,15 @@ def honcho(redis_server, receiver, tmp_path):
         PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",  # the Procfile's `celery` is this environment's
         FLOWER_BASIC_AUTH=f"{FLOWER_USER}:{FLOWER_PASSWORD}",
         WORKER_CONCURRENCY="2",
+        WEBHOOKS_ADMIN_PASSWORD="honcho-operator",
+        WEBHOOKS_SECRET_KEY="honcho-session-key-" + "x" * 16,
     )
     flower_port = free_port()
     no_env_file = tmp_path / "empty.env"
     no_env_file.write_text("")
     log_path = tmp_path / "honcho.log"
     log = log_path.open("wb")
-    # honcho gives each Procfile line PORT = base + 100 * its position: the worker is first, Flower second.
+    # honcho gives each Procfile line PORT = base + 100 * its position: worker first, Flower second, web third.
     process = subprocess.Popen(
         [str(BIN / "honcho"), "start", "--no-colour", "-e", str(no_env_file), "-p", str(flower_port - 100)],
         cwd=ROOT,
@@ -54,26 +56,28 @@ def honcho(redis_server, receiver, tmp_path):
     def output() -> str:
         return log_path.read_text(encoding="utf-8", errors="replace")
 
-    yield f"http://127.0.0.1:{flower_port}", output, env, process
+    yield f"http://127.0.0.1:{flower_port}", f"http://127.0.0.1:{flower_port + 100}", output, env, process
     if process.poll() is None:
         process.send_signal(signal.SIGINT)
         process.wait(timeout=60)
     log.close()
 
 
-def flower_answers(url: str) -> bool:
+def page_answers(url: str) -> bool:
     try:
-        return requests.get(f"{url}/healthcheck", timeout=2).text == "OK"
+        return requests.get(url, timeout=2).status_code == 200
     except requests.ConnectionError:
         return False
 
 
 @pytest.mark.timeout(240)
-def test_honcho_start_runs_worker_and_flower_then_stops_them(honcho, receiver, tmp_path):
-    flower, output, env, process = honcho
+def test_honcho_start_runs_worker_flower_and_web_then_stops_them(honcho, receiver, tmp_path):
+    flower, web, output, env, process = honcho
     wait_until(lambda: "ready." in output() or process.poll() is not None, timeout=90, what="the worker")
-    wait_until(lambda: flower_answers(flower) or process.poll() is not None, timeout=60, what="Flower")
+    wait_until(lambda: page_answers(f"{flower}/healthcheck") or process.poll() is not None, timeout=60, what="Flower")
+    wait_until(lambda: page_answers(f"{web}/login") or process.poll() is not None, timeout=60, what="the web page")
     assert process.poll() is None, output()
+    assert "Sign in" in requests.get(f"{web}/", timeout=10).text  # redirected to the sign-in page
 
     (event_id,) = publish(env, [("user_created", sample_event_kwargs("user_created"))])
     wait_until(lambda: len(receiver.requests("/honcho")) >= 2, timeout=60, what="the retried delivery")
@@ -96,7 +100,7 @@ def test_honcho_start_runs_worker_and_flower_then_stops_them(honcho, receiver, t
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=60) is not None
     pids = [int(pid) for pid in re.findall(r"sending SIGTERM to \w+\.1 \(pid (\d+)\)", output())]
-    assert len(pids) == 2, output()
+    assert len(pids) == 3, output()
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from importlib import import_module
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import yaml
 from celery.bin.base import CLIContext
 from celery.bin.celery import celery as celery_cli
 from flower.options import options as flower_options
+from gunicorn.config import Config as GunicornConfig
 
 import webhooks
 from webhooks.cli import main
@@ -56,6 +58,11 @@ def check_command(argv: list[str]) -> None:
     elif program == "webhooks":
         assert args[0] in main.commands, f"{argv}: webhooks has no command {args[0]!r}"
         main.commands[args[0]].make_context(args[0], args[1:])
+    elif program == "gunicorn":
+        parsed = GunicornConfig().parser().parse_args(args)  # exits (SystemExit) on an unknown option
+        module, _, factory = parsed.args[0].partition(":")
+        assert module.split(".")[0] == "webhooks", f"{argv} does not run an entry point of this package"
+        assert callable(getattr(import_module(module), factory.removesuffix("()"), None)), f"{argv}: no {factory}"
     elif program in ("python", "python3") and args[0] == "-m":
         assert find_spec(args[1]) is not None, f"{argv}: no module {args[1]!r}"
     elif program in ("python", "python3") and args[0] == "-c":
@@ -78,9 +85,9 @@ def our_services() -> dict[str, dict]:
     return {name: service for name, service in compose()["services"].items() if "build" in service}
 
 
-def test_procfile_has_worker_and_flower_and_each_command_runs_an_entry_point():
+def test_procfile_has_worker_flower_and_web_and_each_command_runs_an_entry_point():
     processes = procfile()
-    assert {"worker", "flower"} <= processes.keys()
+    assert {"worker", "flower", "web"} <= processes.keys()
     for command in processes.values():
         check_command(shell_argv(command))
 
@@ -110,7 +117,7 @@ def test_compose_redis_keeps_an_append_only_file_on_a_volume():
 
 def test_compose_worker_scales_and_everything_waits_for_a_healthy_redis():
     services = compose()["services"]
-    assert {"redis", "worker", "flower"} <= services.keys()
+    assert {"redis", "worker", "flower", "web"} <= services.keys()
     worker = services["worker"]
     assert "container_name" not in worker and "ports" not in worker, "--scale worker=N needs neither"
     for name, service in our_services().items():
@@ -144,8 +151,12 @@ def test_the_checker_catches_mistakes():
         check_command(["celery", "-A", "webhooks", "worker", "--concurency", "4"])
     with pytest.raises(AssertionError, match="--prot"):
         check_command(["celery", "-A", "webhooks", "flower", "--prot=5555"])
-    with pytest.raises(AssertionError, match="no command 'serve'"):
-        check_command(["webhooks", "serve"])
+    with pytest.raises(AssertionError, match="no command 'srve'"):
+        check_command(["webhooks", "srve"])
+    with pytest.raises(SystemExit):
+        check_command(["gunicorn", "webhooks.web:create_app()", "--wrokers", "2"])
+    with pytest.raises(AssertionError, match="no create_ap"):
+        check_command(["gunicorn", "webhooks.web:create_ap()"])
     with pytest.raises(AssertionError, match="no module"):
         check_command(["python", "-m", "webhooks.nothing_here"])
     with pytest.raises(AssertionError, match="does not run an entry point"):
