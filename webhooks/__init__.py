@@ -11,6 +11,8 @@ from webhooks.__about__ import __version__
 from webhooks.errors import (
     ConfigurationError,
     DeliveryError,
+    DeliveryLogError,
+    DeliveryNotFoundError,
     DuplicateEndpointError,
     EndpointNotFoundError,
     InvalidEndpointError,
@@ -18,6 +20,7 @@ from webhooks.errors import (
     PermanentDeliveryError,
     PublishError,
     ReadOnlyRegistryError,
+    RedeliveryError,
     RegistryError,
     RegistryUnavailableError,
     RetryableDeliveryError,
@@ -46,6 +49,8 @@ __all__ = [
     # Errors
     "ConfigurationError",
     "DeliveryError",
+    "DeliveryLogError",
+    "DeliveryNotFoundError",
     "DuplicateEndpointError",
     "EndpointNotFoundError",
     "InvalidEndpointError",
@@ -53,6 +58,7 @@ __all__ = [
     "PermanentDeliveryError",
     "PublishError",
     "ReadOnlyRegistryError",
+    "RedeliveryError",
     "RegistryError",
     "RegistryUnavailableError",
     "RetryableDeliveryError",

@@ -9,8 +9,13 @@ on so Flower can show deliveries and retries.
 
 from __future__ import annotations
 
-from celery import Celery
+import logging
+from typing import Any
 
+from celery import Celery
+from celery.signals import after_setup_logger, after_setup_task_logger
+
+from webhooks.logformat import use_json_lines
 from webhooks.settings import Settings, get_settings
 
 #: Seconds a publish may spend reaching the broker before publish_event() gives up.
@@ -45,7 +50,14 @@ def create_celery_app(settings: Settings) -> Celery:
         task_send_sent_event=True,
         worker_hijack_root_logger=False,
     )
+    if settings.log_format == "json":
+        after_setup_logger.connect(_json_lines, weak=False)
+        after_setup_task_logger.connect(_json_lines, weak=False)
     return app
+
+
+def _json_lines(logger: logging.Logger, **_: Any) -> None:
+    use_json_lines(logger)
 
 
 #: The process-wide settings and app (a worker, or the host application that publishes).

@@ -13,6 +13,9 @@ The tree::
     │   ├── ReadOnlyRegistryError       the registry (YAML) cannot be written
     │   └── RegistryUnavailableError    the registry's Redis cannot be reached: tasks retry
     ├── SignatureError (ValueError)     verify() rejected a signature header
+    ├── DeliveryLogError                the delivery log's Redis cannot be reached
+    │   └── DeliveryNotFoundError       no delivery has that id (or it expired)
+    ├── RedeliveryError                 a delivery cannot be sent again as asked
     └── DeliveryError                   one delivery attempt did not succeed
         ├── RetryableDeliveryError      non-2xx, 3xx or no response: Celery retries it
         └── PermanentDeliveryError      endpoint gone, disabled or unsafe: never retried
@@ -82,6 +85,24 @@ class SignatureError(WebhooksError, ValueError):
         self.header = header
 
 
+class DeliveryLogError(WebhooksError):
+    """Raised when the delivery log cannot be read or written."""
+
+
+class DeliveryNotFoundError(DeliveryLogError):
+    """Raised when no delivery has the given id: it never existed, or it aged out of the log."""
+
+    def __init__(self, delivery_id: str) -> None:
+        super().__init__(
+            f"Delivery {delivery_id!r} is not in the delivery log: it does not exist or is older than its retention."
+        )
+        self.delivery_id = delivery_id
+
+
+class RedeliveryError(WebhooksError):
+    """Raised when a delivery cannot be sent again as asked (it was delivered, or is still being attempted)."""
+
+
 class DeliveryError(WebhooksError):
     """Raised when one delivery attempt did not succeed."""
 
@@ -90,6 +111,10 @@ class DeliveryError(WebhooksError):
         self.endpoint_id = endpoint_id
         self.attempt = attempt
         self.status_code = status_code
+
+    def __repr__(self) -> str:
+        # Flower and task events show repr(exc): make a retry's reason read as a sentence there.
+        return f"{type(self).__name__}: {self}"
 
     def __reduce__(self) -> tuple[object, ...]:
         # Celery pickles or JSON-encodes exceptions for task events; keep the message intact.

@@ -54,10 +54,15 @@ def send_test_event(endpoint_id: str, name: str) -> str:
     but it does not fan out to the other endpoints subscribed to ``name``.
     """
     event = build_event(name, **sample_event_kwargs(name), now=datetime.now(UTC))
+    enqueue_delivery(endpoint_id, event.id, serialize(event).decode("utf-8"))
+    return event.id
+
+
+def enqueue_delivery(endpoint_id: str, event_id: str, body: str) -> None:
+    """Enqueue one ``webhooks.deliver`` of ``body`` to one endpoint (test events, redeliveries)."""
     from webhooks.tasks import deliver
 
-    _enqueue(deliver, event.id, (endpoint_id, event.id, serialize(event).decode("utf-8")))
-    return event.id
+    _enqueue(deliver, event_id, (endpoint_id, event_id, body))
 
 
 def _enqueue(task: Task[..., Any], event_id: str, args: tuple[str, str, str]) -> None:

@@ -1,13 +1,14 @@
 """The parts the CLI and the settings page work on, built from Settings on first use.
 
 Both layers take a :class:`Services`, so tests (and the demo) hand them the same parts
-built in code: a fakeredis registry, an installed MemoryRegistry.
+built in code: a fakeredis registry and delivery log, an installed MemoryRegistry.
 """
 
 from __future__ import annotations
 
 from functools import cached_property
 
+from webhooks.log import DeliveryLog, open_delivery_log
 from webhooks.registry import Registry, open_registry
 from webhooks.settings import Settings, get_settings
 
@@ -15,11 +16,15 @@ from webhooks.settings import Settings, get_settings
 class Services:
     """Settings and the stores they name. Each part is built when first used, unless given."""
 
-    def __init__(self, settings: Settings | None = None, *, registry: Registry | None = None) -> None:
+    def __init__(
+        self, settings: Settings | None = None, *, registry: Registry | None = None, log: DeliveryLog | None = None
+    ) -> None:
         if settings is not None:
             self.settings = settings
         if registry is not None:
             self.registry = registry
+        if log is not None:
+            self.log = log
 
     @cached_property
     def settings(self) -> Settings:
@@ -28,3 +33,7 @@ class Services:
     @cached_property
     def registry(self) -> Registry:
         return open_registry(self.settings)
+
+    @cached_property
+    def log(self) -> DeliveryLog:
+        return open_delivery_log(self.settings)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import sys
+from typing import Literal
 
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_core import ErrorDetails
@@ -43,6 +44,15 @@ class Settings(BaseSettings):
     )
     allow_private_networks: bool = Field(
         False, description="Deliver to loopback, private and link-local addresses (tests and local development only)."
+    )
+    delivery_log_retention: int = Field(
+        7 * 24 * 3600, ge=60, description="Seconds a delivery stays in the delivery log after its last attempt."
+    )
+    delivery_log_max_records: int = Field(
+        50_000, ge=100, description="Most deliveries the log keeps; the oldest are deleted beyond it."
+    )
+    log_format: Literal["kv", "json"] = Field(
+        "kv", description="Worker log lines as `key=value` text (`kv`) or one JSON object per line (`json`)."
     )
     admin_password: SecretStr | None = Field(None, description="The operator's password for the settings page.")
     secret_key: SecretStr | None = Field(None, description="Key that signs the settings page's session cookies.")

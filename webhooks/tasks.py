@@ -1,31 +1,37 @@
 """The two Celery tasks. They are thin: lookup, call delivery.send, and map its outcome to Celery.
 
 ``webhooks.fanout`` turns one event into one ``webhooks.deliver`` per subscribed endpoint;
-``webhooks.deliver`` makes one attempt and lets Celery's autoretry schedule the next one
-(full-jitter exponential backoff, at most MAX_RETRIES retries). Task arguments carry ids and
-the body, never a secret; ``argsrepr`` keeps the body out of Flower and the logs.
+``webhooks.deliver`` makes one attempt, records it in the delivery log and schedules the next
+one with Celery's retry (full-jitter exponential backoff, at most MAX_RETRIES retries). Task
+arguments carry ids and the body, never a secret; ``argsrepr`` keeps the body out of Flower and the logs.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any, NoReturn
 
 from celery import Signature, Task
 from celery.app.task import Context
 from celery.exceptions import SoftTimeLimitExceeded
+from celery.utils.time import get_exponential_backoff_interval
 from kombu.exceptions import OperationalError
 
 from webhooks.celery_app import app, settings
 from webhooks.delivery import AttemptResult, Outcome, send, thread_session
 from webhooks.errors import (
+    DeliveryLogError,
     EndpointNotFoundError,
     PermanentDeliveryError,
     RegistryUnavailableError,
     RetryableDeliveryError,
 )
+from webhooks.log import Attempt, DeliveryLog, State, open_delivery_log
+from webhooks.log.records import RESPONSE_EXCERPT_BYTES, state_after
+from webhooks.logformat import log_fields
 from webhooks.registry import Registry, open_registry
 from webhooks.settings import MAX_ATTEMPTS, MAX_RETRIES
 
@@ -36,6 +42,18 @@ logger = logging.getLogger("webhooks.delivery")
 def registry() -> Registry:
     """The worker's registry, opened on first use (after a prefork worker has forked)."""
     return open_registry(settings)
+
+
+@cache
+def delivery_log() -> DeliveryLog:
+    """The worker's delivery log, opened on first use."""
+    return open_delivery_log(settings)
+
+
+def event_name(body: str) -> str:
+    """The envelope's ``name``, for the log's listing (the task carries ids and the body only)."""
+    name = json.loads(body).get("name", "")
+    return name if isinstance(name, str) else ""
 
 
 class _BodyHiddenTask(Task):  # type: ignore[type-arg]
@@ -69,11 +87,15 @@ class _BodyHiddenTask(Task):  # type: ignore[type-arg]
 def fanout(event_name: str, event_id: str, body: str) -> int:
     """Enqueue one delivery per enabled endpoint subscribed to ``event_name``, over one connection."""
     endpoints = registry().subscribed(event_name)
+    try:  # pending first: an attempt's record must never be overwritten by its own pending one
+        delivery_log().enqueued(event_id, event_name, body, [endpoint.id for endpoint in endpoints])
+    except DeliveryLogError as exc:
+        logger.warning("%s Deliveries of event %s are sent but not listed as pending.", exc, event_id)
     with app.producer_or_acquire() as producer:
         for endpoint in endpoints:
             argsrepr = repr((endpoint.id, event_id))  # keeps the body out of Flower and the logs
             deliver.apply_async((endpoint.id, event_id, body), producer=producer, argsrepr=argsrepr)  # type: ignore[call-arg]
-    logger.info("fanout event=%s name=%s endpoints=%d", event_id, event_name, len(endpoints))
+    log_fields(logger, logging.INFO, "fanout", event=event_id, name=event_name, endpoints=len(endpoints))
     return len(endpoints)
 
 
@@ -81,8 +103,7 @@ def fanout(event_name: str, event_id: str, body: str) -> int:
     bind=True,
     base=_BodyHiddenTask,
     name="webhooks.deliver",
-    autoretry_for=(RetryableDeliveryError, RegistryUnavailableError),
-    dont_autoretry_for=(PermanentDeliveryError,),
+    autoretry_for=(RegistryUnavailableError,),
     throws=(RetryableDeliveryError, PermanentDeliveryError, RegistryUnavailableError),
     retry_backoff=settings.retry_backoff,
     retry_backoff_max=settings.retry_backoff_max,
@@ -92,16 +113,20 @@ def fanout(event_name: str, event_id: str, body: str) -> int:
     reject_on_worker_lost=True,
 )
 def deliver(self: Task[[str, str, str], None], endpoint_id: str, event_id: str, body: str) -> None:
-    """One attempt to POST ``body`` to the endpoint, as it is configured now."""
-    attempt = self.request.retries + 1
+    """One attempt to POST ``body`` to the endpoint, as it is configured now, recorded in the delivery log.
+
+    A failed attempt schedules the next with ``self.retry`` and a countdown computed here (full-jitter
+    exponential backoff, as Celery's autoretry computes it), so the log can say when it is due.
+    """
+    number = self.request.retries + 1
+    now = datetime.now(UTC)
     try:
         endpoint = registry().get(endpoint_id)
     except EndpointNotFoundError:
-        _drop(endpoint_id, event_id, attempt, "the endpoint was removed")
+        _drop(endpoint_id, event_id, body, number, now, "the endpoint was removed")
     if not endpoint.enabled:
-        _drop(endpoint_id, event_id, attempt, "the endpoint is disabled")
+        _drop(endpoint_id, event_id, body, number, now, "the endpoint is disabled")
 
-    now = datetime.now(UTC)
     try:
         result = send(
             thread_session(settings),
@@ -112,29 +137,80 @@ def deliver(self: Task[[str, str, str], None], endpoint_id: str, event_id: str, 
         )
     except SoftTimeLimitExceeded:
         result = AttemptResult(Outcome.RETRY, None, settings.task_soft_time_limit * 1000.0, error="TimeLimitExceeded")
-    logger.info(
-        "attempt endpoint=%s event=%s attempt=%d status=%s latency_ms=%.1f outcome=%s",
-        endpoint_id,
-        event_id,
-        attempt,
-        result.status_code if result.status_code is not None else result.error,
-        result.latency_ms,
-        result.outcome.value,
-    )
-    if result.outcome is Outcome.DELIVERED:
-        return
     if result.outcome is Outcome.DROP:
-        _drop(endpoint_id, event_id, attempt, str(result.error))
-    reason = f"{result.describe()} from endpoint {endpoint_id!r} (attempt {attempt} of {MAX_ATTEMPTS})"
-    if attempt >= MAX_ATTEMPTS:
-        logger.warning("failed endpoint=%s event=%s attempts=%d last=%s", endpoint_id, event_id, attempt, reason)
-    raise RetryableDeliveryError(reason, endpoint_id=endpoint_id, attempt=attempt, status_code=result.status_code)
+        _drop(endpoint_id, event_id, body, number, now, str(result.error), result)
+    countdown = retry_countdown(number) if result.outcome is Outcome.RETRY and number < MAX_ATTEMPTS else None
+    next_retry_at = now + timedelta(seconds=countdown) if countdown is not None else None
+    state = _record(endpoint_id, event_id, body, attempt_of(result, number, now, next_retry_at))
+    if state is State.DELIVERED:
+        return
+    reason = f"{result.describe()} from endpoint {endpoint_id!r} (attempt {number} of {MAX_ATTEMPTS})"
+    error = RetryableDeliveryError(reason, endpoint_id=endpoint_id, attempt=number, status_code=result.status_code)
+    if countdown is None:
+        log_fields(
+            logger, logging.WARNING, "failed", endpoint=endpoint_id, event=event_id, attempts=number, last=reason
+        )
+        raise error
+    raise self.retry(exc=error, countdown=countdown)
 
 
-def _drop(endpoint_id: str, event_id: str, attempt: int, why: str) -> NoReturn:
-    logger.warning("dropped endpoint=%s event=%s attempt=%d reason=%s", endpoint_id, event_id, attempt, why)
+def retry_countdown(number: int) -> int:
+    """Seconds before the attempt after attempt ``number``: full jitter under a doubling ceiling."""
+    return get_exponential_backoff_interval(
+        settings.retry_backoff, number - 1, settings.retry_backoff_max, full_jitter=True
+    )
+
+
+def attempt_of(result: AttemptResult, number: int, at: datetime, next_retry_at: datetime | None) -> Attempt:
+    """The delivery log's record of one attempt."""
+    return Attempt(
+        number=number,
+        at=at,
+        outcome=result.outcome.value,
+        latency_ms=result.latency_ms,
+        status_code=result.status_code,
+        error=result.error,
+        response_excerpt=result.response_body[:RESPONSE_EXCERPT_BYTES].decode("utf-8", "replace"),
+        next_retry_at=next_retry_at,
+    )
+
+
+def _record(endpoint_id: str, event_id: str, body: str, attempt: Attempt) -> State:
+    state = state_after(attempt.outcome, attempt.number)
+    log_fields(
+        logger,
+        logging.INFO,
+        "attempt",
+        endpoint=endpoint_id,
+        event=event_id,
+        attempt=attempt.number,
+        status=attempt.status_code if attempt.status_code is not None else attempt.error,
+        latency_ms=f"{attempt.latency_ms:.1f}",
+        outcome=attempt.outcome,
+        state=state.value,
+    )
+    try:
+        delivery_log().record_attempt(event_id, endpoint_id, body, event_name(body), attempt, state)
+    except DeliveryLogError as exc:
+        # The POST happened; failing the task now would send it again. The log line above keeps the record.
+        logger.warning("%s The attempt above is missing from it.", exc)
+    return state
+
+
+def _drop(
+    endpoint_id: str,
+    event_id: str,
+    body: str,
+    number: int,
+    at: datetime,
+    why: str,
+    result: AttemptResult | None = None,
+) -> NoReturn:
+    result = result or AttemptResult(Outcome.DROP, None, 0.0, error=f"Dropped: {why}")
+    _record(endpoint_id, event_id, body, attempt_of(result, number, at, None))
+    log_fields(logger, logging.WARNING, "dropped", endpoint=endpoint_id, event=event_id, attempt=number, reason=why)
     raise PermanentDeliveryError(
         f"Delivery of {event_id} to endpoint {endpoint_id!r} was dropped: {why}.",
         endpoint_id=endpoint_id,
-        attempt=attempt,
+        attempt=number,
     )

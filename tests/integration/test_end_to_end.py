@@ -105,7 +105,7 @@ def test_an_always_failing_endpoint_gets_eleven_attempts_and_then_no_more(setup,
     # Celery logs the task's end; had it scheduled a 12th attempt it would log a retry instead.
     wait_until(
         lambda: (
-            "raised expected: RetryableDeliveryError(\"HTTP 500 from endpoint 'down' (attempt 11 of 11)"
+            "raised expected: RetryableDeliveryError: HTTP 500 from endpoint 'down' (attempt 11 of 11)"
             in worker.output()
         ),
         timeout=10,

@@ -44,7 +44,7 @@ def test_a_private_address_is_refused_at_send_time_and_not_retried(redis_server,
     worker = start_worker(env)
     (event_id,) = publish(env, [("user_created", sample_event_kwargs("user_created"))])
     wait_until(
-        lambda: f"dropped endpoint=inside event={event_id} attempt=1 reason=UnsafeAddress" in worker.output(),
+        lambda: f'dropped endpoint=inside event={event_id} attempt=1 reason="UnsafeAddress' in worker.output(),
         timeout=30,
         what="the refusal",
     )

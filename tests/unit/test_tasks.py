@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import fakeredis
 import pytest
+import redis
 import responses
 
 from webhooks import tasks
 from webhooks.errors import PermanentDeliveryError, RetryableDeliveryError
+from webhooks.log import DeliveryLog, State
 from webhooks.registry import Endpoint, MemoryRegistry
 from webhooks.signing import HEADER, verify
 
@@ -95,3 +98,70 @@ def test_fanout_enqueues_one_delivery_per_subscribed_enabled_endpoint_over_one_p
     assert len({id(options["producer"]) for _, options in sent}) == 1
     assert [options["argsrepr"] for _, options in sent] == ["('crm', 'evt_1')", "('all', 'evt_1')"]
     assert tasks.fanout.apply(args=("company_created", "evt_2", BODY)).get() == 1
+
+
+@pytest.fixture
+def log(monkeypatch):
+    log = DeliveryLog(fakeredis.FakeRedis(decode_responses=True))
+    monkeypatch.setattr(tasks, "delivery_log", lambda: log)
+    return log
+
+
+@responses.activate
+def test_every_attempt_lands_in_the_delivery_log(registry, log):
+    for status in (503, 500, 200):
+        responses.post(URL, status=status, body=f"answer {status}")
+    deliver()
+    delivery = log.get("evt_1@crm")
+    assert (delivery.state, delivery.event_name, delivery.body) == (State.DELIVERED, "user_created", BODY)
+    assert [(a.number, a.status_code, a.response_excerpt) for a in delivery.history] == [
+        (1, 503, "answer 503"),
+        (2, 500, "answer 500"),
+        (3, 200, "answer 200"),
+    ]
+    first, _, last = delivery.history
+    assert first.next_retry_at is not None and first.next_retry_at >= first.at
+    assert last.next_retry_at is None
+
+
+@responses.activate
+def test_an_always_failing_endpoint_ends_failed_in_the_log(registry, log):
+    responses.post(URL, status=500)
+    deliver()
+    delivery = log.get("evt_1@crm")
+    assert (delivery.state, delivery.attempts, delivery.next_retry_at) == (State.FAILED, 11, None)
+    assert [a.status_code for a in delivery.history] == [500] * 11
+
+
+def test_a_dropped_delivery_is_logged_with_its_reason(registry, log):
+    deliver("off")
+    delivery = log.get("evt_1@off")
+    assert delivery.state is State.DROPPED
+    assert delivery.last_result == "Dropped: the endpoint is disabled"
+
+
+def test_fanout_lists_its_deliveries_as_pending_first(registry, log, monkeypatch):
+    monkeypatch.setattr(tasks.deliver, "apply_async", lambda args, **options: None)
+    tasks.fanout.apply(args=("user_created", "evt_1", BODY))
+    assert {(d.id, d.state) for d in log.find()} == {("evt_1@crm", State.PENDING), ("evt_1@all", State.PENDING)}
+
+
+@responses.activate
+def test_an_unreachable_delivery_log_never_causes_a_second_post(registry, monkeypatch, caplog):
+    unreachable = DeliveryLog(redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.5))
+    monkeypatch.setattr(tasks, "delivery_log", lambda: unreachable)
+    responses.post(URL, status=200)
+    assert deliver().successful()
+    assert len(responses.calls) == 1
+    assert "The attempt above is missing from it." in caplog.text
+
+
+def test_retry_delays_grow_under_a_doubling_ceiling():
+    for number in range(1, 11):
+        ceiling = min(tasks.settings.retry_backoff * 2 ** (number - 1), tasks.settings.retry_backoff_max)
+        assert all(0 <= tasks.retry_countdown(number) <= ceiling for _ in range(20))
+
+
+def test_a_retry_reason_reads_as_a_sentence_in_flower():
+    error = RetryableDeliveryError("HTTP 503 from endpoint 'crm' (attempt 4 of 11)", endpoint_id="crm", attempt=4)
+    assert repr(error) == "RetryableDeliveryError: HTTP 503 from endpoint 'crm' (attempt 4 of 11)"

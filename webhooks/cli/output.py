@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from webhooks.events import EVENT_NAMES
+from webhooks.log import Attempt, Delivery, DeliverySummary
 from webhooks.registry import Endpoint
 from webhooks.registry.changes import SECRET_PREFIX
 
@@ -99,6 +100,82 @@ def endpoint_table(records: Sequence[Mapping[str, Any]]) -> str:
         for record in records
     ]
     return table(("ID", "STATUS", "URL", "DESCRIPTION", "EVENTS"), rows)
+
+
+def delivery_record(delivery: DeliverySummary) -> dict[str, Any]:
+    """The stable JSON shape of a delivery; with its body and attempts when it is a full Delivery."""
+    record: dict[str, Any] = {
+        "id": delivery.id,
+        "event_id": delivery.event_id,
+        "event_name": delivery.event_name,
+        "endpoint_id": delivery.endpoint_id,
+        "state": delivery.state.value,
+        "attempts": delivery.attempts,
+        "series": delivery.series,
+        "last_result": delivery.last_result,
+        "last_latency_ms": delivery.last_latency_ms,
+        "next_retry_at": format_time(delivery.next_retry_at) if delivery.next_retry_at else None,
+        "started_at": format_time(delivery.started_at),
+        "updated_at": format_time(delivery.updated_at),
+    }
+    if isinstance(delivery, Delivery):
+        record["history"] = [attempt_record(attempt) for attempt in delivery.history]
+        record["body"] = delivery.body
+    return record
+
+
+def attempt_record(attempt: Attempt) -> dict[str, Any]:
+    """The stable JSON shape of one attempt."""
+    return {
+        "attempt": attempt.number,
+        "at": format_time(attempt.at),
+        "outcome": attempt.outcome,
+        "status_code": attempt.status_code,
+        "error": attempt.error,
+        "latency_ms": attempt.latency_ms,
+        "response_excerpt": attempt.response_excerpt,
+        "next_retry_at": format_time(attempt.next_retry_at) if attempt.next_retry_at else None,
+    }
+
+
+def delivery_table(deliveries: Sequence[DeliverySummary]) -> str:
+    """Deliveries one per line, newest first as given."""
+    rows = [
+        (
+            d.id,
+            d.event_name,
+            d.state.value,
+            str(d.attempts),
+            d.last_result or "-",
+            format_time(d.next_retry_at) if d.next_retry_at else "-",
+            format_time(d.updated_at),
+        )
+        for d in deliveries
+    ]
+    return table(("ID", "EVENT", "STATE", "ATTEMPTS", "LAST", "NEXT RETRY", "UPDATED"), rows)
+
+
+def delivery_details(delivery: Delivery) -> str:
+    """A delivery's fields, every attempt as a table, then the exact body."""
+    record = delivery_record(delivery)
+    fields = [
+        (name.replace("_", " "), "-" if record[name] is None else str(record[name]))
+        for name in ("id", "event_id", "event_name", "endpoint_id", "state", "attempts", "series", "next_retry_at")
+    ]
+    width = max(len(name) for name, _ in fields)
+    lines = [f"{name.ljust(width)}  {value}" for name, value in fields]
+    rows = [
+        (
+            str(a.number),
+            format_time(a.at),
+            a.result,
+            f"{a.latency_ms:.1f} ms",
+            a.response_excerpt.replace("\n", " ")[:60] or "-",
+        )
+        for a in delivery.history
+    ]
+    lines += ["", table(("ATTEMPT", "AT", "RESULT", "LATENCY", "RESPONSE"), rows), "", "body:", delivery.body]
+    return "\n".join(lines)
 
 
 def echo_json(data: object) -> None:

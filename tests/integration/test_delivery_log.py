@@ -1,0 +1,103 @@
+"""The delivery log on real parts: a worker records every attempt in our redis-server; redelivery repairs."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections import Counter
+
+import pytest
+import redis
+
+from tests.integration.conftest import BIN, RedisServer, publish, service_env, write_registry
+from tests.receiver import Behaviour, Receiver
+from tests.waiting import wait_until
+from webhooks.log import DeliveryLog, State
+from webhooks.samples import sample_event_kwargs
+from webhooks.signing import HEADER, verify
+
+pytestmark = pytest.mark.integration
+
+SECRET = "whsec_outage_secret_0123456789"
+
+
+class Switch:
+    """A receiver path that answers 500 until it is fixed."""
+
+    def __init__(self) -> None:
+        self.fixed = False
+
+    def __call__(self, count: int) -> tuple[int, dict[str, str]]:
+        return (200, {}) if self.fixed else (500, {})
+
+
+def webhooks_cli(env, *args):
+    return subprocess.run([str(BIN / "webhooks"), *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_failed_deliveries_are_logged_then_redelivered_once_the_receiver_is_fixed(
+    redis_server: RedisServer, receiver: Receiver, tmp_path, start_worker
+):
+    switch = Switch()
+    behaviour: Behaviour = switch
+    receiver.behaviours["/outage"] = behaviour
+    registry = write_registry(
+        tmp_path / "endpoints.yaml",
+        [{"id": "outage", "url": receiver.url("/outage"), "secret": SECRET, "events": ["user_created"]}],
+    )
+    env = service_env(redis_server, registry)
+    start_worker(env)
+    log = DeliveryLog(redis.Redis.from_url(redis_server.url, decode_responses=True))
+
+    event_ids = publish(env, [("user_created", sample_event_kwargs("user_created"))] * 4)
+    ids = [f"{event_id}@outage" for event_id in event_ids]
+    wait_until(
+        lambda: [d.state for d in log.find(endpoint_id="outage", limit=10)] == [State.FAILED] * 4,
+        timeout=120,
+        what="four deliveries to end failed",
+    )
+    failed = log.get(ids[0])
+    assert [a.number for a in failed.history] == list(range(1, 12))
+    assert [a.status_code for a in failed.history] == [500] * 11
+    assert all(a.next_retry_at is not None for a in failed.history[:-1]) and failed.history[-1].next_retry_at is None
+    assert len(receiver.requests("/outage")) == 44
+
+    switch.fixed = True
+    result = webhooks_cli(env, "redeliver", ids[0])
+    assert result.returncode == 0, result.stderr
+    wait_until(lambda: log.get(ids[0]).state is State.DELIVERED, timeout=30, what="the redelivery")
+    redelivered = log.get(ids[0])
+    assert (redelivered.series, redelivered.attempts, len(redelivered.history)) == (2, 1, 12)
+    last = receiver.requests("/outage")[-1]
+    assert last.body == redelivered.body.encode("utf-8") == receiver.requests("/outage")[0].body
+    verify(last.body, last.headers[HEADER], SECRET)  # a fresh signature: verify() refuses stale timestamps
+
+    result = webhooks_cli(env, "redeliver", "--endpoint", "outage", "--state", "failed")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Redelivering 3 failed deliveries of endpoint 'outage'.\n"
+    wait_until(lambda: [log.get(did).state for did in ids] == [State.DELIVERED] * 4, timeout=30, what="the bulk replay")
+    # Every body arrived 11 times failing and exactly once more, answered 200.
+    assert Counter(request.body for request in receiver.requests("/outage")) == {
+        log.get(did).body.encode("utf-8"): 12 for did in ids
+    }
+    shown = webhooks_cli(env, "deliveries", "show", ids[0])
+    assert shown.returncode == 0 and shown.stdout.count("HTTP 500") == 11 and "HTTP 200" in shown.stdout
+
+
+def test_the_cap_holds_under_100_000_writes_on_a_real_redis(redis_server: RedisServer):
+    client = redis.Redis(port=redis_server.port, db=7, decode_responses=True)  # away from the other tests' db 0
+    client.flushdb()
+    log = DeliveryLog(client, max_records=10_000)
+    body = '{"id":"evt","name":"user_created","padding":"' + "x" * 900 + '"}'
+    endpoints = [f"ep{n}" for n in range(100)]
+    started, peak = time.perf_counter(), 0
+    for n in range(1_000):
+        log.enqueued(f"evt_{n}", "user_created", body, endpoints)
+        peak = max(peak, len(log))
+    elapsed = time.perf_counter() - started
+    memory = client.info("memory")["used_memory"]
+    print(f"\n100,000 deliveries logged in {elapsed:.1f} s; {len(log)} kept; used_memory {memory / 2**20:.0f} MiB")
+    assert peak <= 10_000
+    assert client.dbsize() <= 2 * 10_000 + 2 * len(endpoints)
+    assert log.get("evt_999@ep99").state is State.PENDING
+    client.flushdb()

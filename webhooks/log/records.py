@@ -1,0 +1,119 @@
+"""What the delivery log holds, as plain values: a delivery (one event to one endpoint) and its attempts.
+
+Pure: the Redis layout lives in :mod:`webhooks.log.store`; the rules for which state an attempt
+leads to live here, so they are tested without Redis.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from webhooks.settings import MAX_ATTEMPTS
+
+#: How much of a receiver's response body an attempt keeps.
+RESPONSE_EXCERPT_BYTES = 1024
+
+
+class State(enum.Enum):
+    """Where a delivery stands."""
+
+    PENDING = "pending"  # enqueued, not attempted yet
+    RETRYING = "retrying"  # attempted, failed, the next attempt is scheduled
+    DELIVERED = "delivered"  # a 2xx acknowledged it
+    FAILED = "failed"  # MAX_ATTEMPTS attempts failed: the dead letter, for redelivery
+    DROPPED = "dropped"  # the endpoint was disabled, removed, or its address refused
+
+    @property
+    def final(self) -> bool:
+        """No attempt follows unless an operator redelivers."""
+        return self in (State.DELIVERED, State.FAILED, State.DROPPED)
+
+
+STATE_NAMES = tuple(state.value for state in State)
+
+
+def delivery_id(event_id: str, endpoint_id: str) -> str:
+    """``<event_id>@<endpoint_id>``: endpoint ids never contain ``@``, so the id splits back unambiguously."""
+    return f"{event_id}@{endpoint_id}"
+
+
+def split_delivery_id(value: str) -> tuple[str, str]:
+    """``(event_id, endpoint_id)`` of a delivery id; ValueError when it has no ``@``."""
+    event_id, at, endpoint_id = value.rpartition("@")
+    if not at or not event_id or not endpoint_id:
+        raise ValueError(f"{value!r} is not a delivery id (expected EVENT_ID@ENDPOINT_ID).")
+    return event_id, endpoint_id
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One POST (or a refusal to send), as the log keeps it."""
+
+    #: 1 to MAX_ATTEMPTS within its series; a redelivery starts again at 1.
+    number: int
+    at: datetime
+    #: ``delivered``, ``retry`` or ``drop`` (delivery.Outcome values).
+    outcome: str
+    latency_ms: float
+    status_code: int | None = None
+    #: ``ExceptionClass: message`` when there was no HTTP response, or why the delivery was dropped.
+    error: str | None = None
+    #: The first RESPONSE_EXCERPT_BYTES of the response body, decoded leniently.
+    response_excerpt: str = ""
+    next_retry_at: datetime | None = None
+
+    @property
+    def result(self) -> str:
+        """``HTTP 503``, or the error: what operators read first."""
+        return f"HTTP {self.status_code}" if self.status_code is not None else str(self.error)
+
+
+def state_after(outcome: str, number: int) -> State:
+    """The state an attempt's outcome leads to: the last allowed failed attempt makes the delivery ``failed``."""
+    if outcome == "delivered":
+        return State.DELIVERED
+    if outcome == "drop":
+        return State.DROPPED
+    return State.FAILED if number >= MAX_ATTEMPTS else State.RETRYING
+
+
+@dataclass(frozen=True, slots=True)
+class DeliverySummary:
+    """A delivery without its body and attempts: what a listing shows."""
+
+    id: str
+    event_id: str
+    endpoint_id: str
+    event_name: str
+    state: State
+    #: When the current series began (first enqueue, or the last redelivery).
+    started_at: datetime
+    updated_at: datetime
+    #: Attempts in the current series.
+    attempts: int
+    last_result: str | None = None
+    last_latency_ms: float | None = None
+    next_retry_at: datetime | None = None
+    #: 1 for the original series, +1 per redelivery.
+    series: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery(DeliverySummary):
+    """A delivery with the exact body sent and every attempt, oldest first, across all series."""
+
+    body: str = ""
+    history: tuple[Attempt, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointActivity:
+    """An endpoint's last attempt and its delivered/failed counts over the last 24 hours."""
+
+    last_state: State | None = None
+    last_result: str | None = None
+    last_at: datetime | None = None
+    delivered: int = 0
+    failed: int = 0

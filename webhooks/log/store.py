@@ -1,0 +1,336 @@
+"""The delivery log in Redis: one record per delivery, its attempts, and the indexes listings need.
+
+Layout (key templates below; no key literal appears anywhere else):
+
+- a hash per delivery (ids, event name, the exact body, state, counters, last result);
+- a list per delivery of its attempts as JSON, oldest first, cut to MAX_HISTORY;
+- a sorted set of every delivery id and one per endpoint, scored by when the current series began;
+- per endpoint, a hash with its last attempt, and one hash per hour of delivered/failed counts.
+
+Bounded two ways: every key expires ``retention`` seconds after its last write (and index entries
+older than that are cut on each write), and when the log holds more than ``max_records`` deliveries
+the oldest are deleted (down to 1 % under the cap, so trimming runs once per hundred writes at most).
+
+An attempt is recorded in one MULTI/EXEC pipeline: one round trip, whatever the attempt was.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
+
+import redis
+
+from webhooks.errors import DeliveryLogError, DeliveryNotFoundError
+from webhooks.log.records import (
+    RESPONSE_EXCERPT_BYTES,
+    Attempt,
+    Delivery,
+    DeliverySummary,
+    EndpointActivity,
+    State,
+    delivery_id,
+    split_delivery_id,
+)
+
+#: Attempts kept per delivery across redeliveries (eleven per series).
+MAX_HISTORY = 110
+#: How many records a listing reads per round trip.
+PAGE = 200
+HOUR = 3600
+#: Seconds of delivered/failed counts an endpoint's activity covers.
+ACTIVITY_WINDOW = 24 * HOUR
+
+_SUMMARY_FIELDS = (
+    "event_id",
+    "endpoint_id",
+    "event_name",
+    "state",
+    "started_at",
+    "updated_at",
+    "attempts",
+    "last_result",
+    "last_latency_ms",
+    "next_retry_at",
+    "series",
+)
+
+
+class DeliveryLog:
+    """Deliveries and their attempts; any number of workers and operators may use one log at once."""
+
+    KEY_DELIVERY = "webhooks:delivery:{id}"
+    KEY_ATTEMPTS = "webhooks:delivery:{id}:attempts"
+    KEY_ALL = "webhooks:deliveries"
+    KEY_BY_ENDPOINT = "webhooks:deliveries:endpoint:{endpoint_id}"
+    KEY_LAST = "webhooks:deliveries:last:{endpoint_id}"
+    KEY_COUNTS = "webhooks:deliveries:counts:{endpoint_id}:{hour}"
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        retention: int = 7 * 24 * HOUR,
+        max_records: int = 50_000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """``client`` must decode responses; ``retention`` is in seconds; ``clock`` returns Unix time."""
+        self._redis = client
+        self.retention = retention
+        self.max_records = max_records
+        self._clock = clock
+        options = client.connection_pool.connection_kwargs
+        where = options.get("path") or f"{options.get('host', 'localhost')}:{options.get('port', 6379)}"
+        self.location = f"redis://{where}/{options.get('db', 0)}"
+
+    # Writes: workers, fan-out and redelivery.
+
+    def enqueued(self, event_id: str, event_name: str, body: str, endpoint_ids: Sequence[str]) -> None:
+        """Record deliveries as ``pending`` before their tasks are enqueued; a state already there is kept."""
+        if not endpoint_ids:
+            return
+        now = self._clock()
+        ids = [delivery_id(event_id, endpoint_id) for endpoint_id in endpoint_ids]
+        with self._reachable(), self._redis.pipeline(transaction=False) as pipe:
+            for did, endpoint_id in zip(ids, endpoint_ids, strict=True):
+                key = self.KEY_DELIVERY.format(id=did)
+                pipe.hset(key, mapping=self._identity(did, event_name, body))
+                pipe.hsetnx(key, "state", State.PENDING.value)
+                pipe.hsetnx(key, "started_at", now)
+                pipe.expire(key, self.retention)
+                pipe.zadd(self.KEY_BY_ENDPOINT.format(endpoint_id=endpoint_id), {did: now}, nx=True)
+            pipe.zadd(self.KEY_ALL, dict.fromkeys(ids, now), nx=True)
+            pipe.zremrangebyscore(self.KEY_ALL, "-inf", f"({now - self.retention}")
+            pipe.zcard(self.KEY_ALL)
+            count = pipe.execute()[-1]
+        self._trim_if_full(count)
+
+    def record_attempt(
+        self, event_id: str, endpoint_id: str, body: str, event_name: str, attempt: Attempt, state: State
+    ) -> None:
+        """Store one attempt and the state it led to (``records.state_after``), in one round trip."""
+        now = attempt.at.timestamp()
+        did = delivery_id(event_id, endpoint_id)
+        key, attempts_key = self.KEY_DELIVERY.format(id=did), self.KEY_ATTEMPTS.format(id=did)
+        with self._reachable(), self._redis.pipeline(transaction=True) as pipe:
+            pipe.hsetnx(key, "started_at", now)
+            pipe.hset(
+                key,
+                mapping={
+                    **self._identity(did, event_name, body),
+                    "state": state.value,
+                    "updated_at": now,
+                    "attempts": attempt.number,
+                    "last_result": attempt.result,
+                    "last_latency_ms": attempt.latency_ms,
+                    "next_retry_at": attempt.next_retry_at.timestamp() if attempt.next_retry_at else "",
+                },
+            )
+            pipe.rpush(attempts_key, _encode_attempt(attempt))
+            pipe.ltrim(attempts_key, -MAX_HISTORY, -1)
+            pipe.expire(key, self.retention)
+            pipe.expire(attempts_key, self.retention)
+            self._index(pipe, did, endpoint_id, now, nx=True)
+            last_key = self.KEY_LAST.format(endpoint_id=endpoint_id)
+            pipe.hset(last_key, mapping={"state": state.value, "result": attempt.result, "at": now})
+            pipe.expire(last_key, self.retention)
+            if state in (State.DELIVERED, State.FAILED):
+                counts_key = self.KEY_COUNTS.format(endpoint_id=endpoint_id, hour=int(now // HOUR))
+                pipe.hincrby(counts_key, state.value, 1)
+                pipe.expire(counts_key, ACTIVITY_WINDOW + HOUR)
+            pipe.zcard(self.KEY_ALL)
+            count = pipe.execute()[-1]
+        self._trim_if_full(count)
+
+    def restart(self, did: str) -> Delivery:
+        """Begin a new attempt series for a delivery (a redelivery): ``pending``, attempts back to 0."""
+        delivery = self.get(did)
+        now = self._clock()
+        key = self.KEY_DELIVERY.format(id=did)
+        with self._reachable(), self._redis.pipeline(transaction=True) as pipe:
+            pipe.hset(
+                key,
+                mapping={
+                    "state": State.PENDING.value,
+                    "attempts": 0,
+                    "next_retry_at": "",
+                    "started_at": now,
+                    "updated_at": now,
+                    "series": delivery.series + 1,
+                },
+            )
+            pipe.expire(key, self.retention)
+            pipe.expire(self.KEY_ATTEMPTS.format(id=did), self.retention)
+            self._index(pipe, did, delivery.endpoint_id, now, nx=False)
+            pipe.execute()
+        return self.get(did)
+
+    # Reads: the CLI and the settings page.
+
+    def get(self, did: str) -> Delivery:
+        """One delivery with its body and every attempt; DeliveryNotFoundError when absent or expired."""
+        with self._reachable(), self._redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(self.KEY_DELIVERY.format(id=did))
+            pipe.lrange(self.KEY_ATTEMPTS.format(id=did), 0, -1)
+            fields, attempts = pipe.execute()
+        if not fields:
+            raise DeliveryNotFoundError(did)
+        summary = _summary(did, fields)
+        history = tuple(_decode_attempt(raw) for raw in attempts)
+        return Delivery(**{**_as_kwargs(summary), "body": fields.get("body", ""), "history": history})
+
+    def find(
+        self,
+        *,
+        state: State | None = None,
+        endpoint_id: str | None = None,
+        event_id: str | None = None,
+        since: timedelta | None = None,
+        limit: int = 50,
+    ) -> list[DeliverySummary]:
+        """Deliveries newest first (by when their current series began) that match every filter given."""
+        index = self.KEY_ALL if endpoint_id is None else self.KEY_BY_ENDPOINT.format(endpoint_id=endpoint_id)
+        low: float | str = "-inf" if since is None else self._clock() - since.total_seconds()
+        found: list[DeliverySummary] = []
+        for ids in self._pages(index, low):
+            if event_id is not None:
+                ids = [did for did in ids if split_delivery_id(did)[0] == event_id]
+            for summary in self._summaries(ids):
+                if state is None or summary.state is state:
+                    found.append(summary)
+                    if len(found) >= limit:
+                        return found
+        return found
+
+    def activity(self, endpoint_ids: Iterable[str]) -> dict[str, EndpointActivity]:
+        """Each endpoint's last attempt and delivered/failed counts over the last 24 hours, in one round trip."""
+        ids = list(endpoint_ids)
+        hour = int(self._clock() // HOUR)
+        hours = range(hour - ACTIVITY_WINDOW // HOUR + 1, hour + 1)
+        with self._reachable(), self._redis.pipeline(transaction=False) as pipe:
+            for endpoint_id in ids:
+                pipe.hgetall(self.KEY_LAST.format(endpoint_id=endpoint_id))
+                for h in hours:
+                    pipe.hmget(self.KEY_COUNTS.format(endpoint_id=endpoint_id, hour=h), "delivered", "failed")
+            replies = iter(pipe.execute())
+        result: dict[str, EndpointActivity] = {}
+        for endpoint_id in ids:
+            last = cast(dict[str, str], next(replies))
+            counts = [cast(list[str | None], next(replies)) for _ in hours]
+            result[endpoint_id] = EndpointActivity(
+                last_state=State(last["state"]) if last else None,
+                last_result=last.get("result"),
+                last_at=_time(last.get("at")),
+                delivered=sum(int(delivered or 0) for delivered, _ in counts),
+                failed=sum(int(failed or 0) for _, failed in counts),
+            )
+        return result
+
+    def __len__(self) -> int:
+        with self._reachable():
+            return self._redis.zcard(self.KEY_ALL)
+
+    # Inside.
+
+    @staticmethod
+    def _identity(did: str, event_name: str, body: str) -> dict[str, str]:
+        # The same on every write of a delivery, so they are simply set (series, attempts and times are not).
+        event_id, endpoint_id = split_delivery_id(did)
+        return {"event_id": event_id, "endpoint_id": endpoint_id, "event_name": event_name, "body": body}
+
+    def _index(self, pipe: redis.client.Pipeline, did: str, endpoint_id: str, now: float, *, nx: bool) -> None:
+        by_endpoint = self.KEY_BY_ENDPOINT.format(endpoint_id=endpoint_id)
+        oldest = now - self.retention
+        for index in (self.KEY_ALL, by_endpoint):
+            pipe.zadd(index, {did: now}, nx=nx)
+            pipe.zremrangebyscore(index, "-inf", f"({oldest}")
+        pipe.expire(by_endpoint, self.retention)
+
+    def _trim_if_full(self, count: int) -> None:
+        if count <= self.max_records:
+            return
+        keep = self.max_records - max(1, self.max_records // 100)
+        with self._reachable():
+            oldest = cast(list[str], self._redis.zrange(self.KEY_ALL, 0, count - keep - 1))
+            if not oldest:
+                return
+            with self._redis.pipeline(transaction=False) as pipe:
+                for did in oldest:
+                    pipe.delete(self.KEY_DELIVERY.format(id=did), self.KEY_ATTEMPTS.format(id=did))
+                    pipe.zrem(self.KEY_BY_ENDPOINT.format(endpoint_id=split_delivery_id(did)[1]), did)
+                pipe.zrem(self.KEY_ALL, *oldest)
+                pipe.execute()
+
+    def _pages(self, index: str, low: float | str) -> Iterator[list[str]]:
+        start = 0
+        while True:
+            with self._reachable():
+                ids = cast(list[str], self._redis.zrevrangebyscore(index, "+inf", low, start=start, num=PAGE))
+            if not ids:
+                return
+            yield ids
+            start += PAGE
+
+    def _summaries(self, ids: list[str]) -> list[DeliverySummary]:
+        with self._reachable(), self._redis.pipeline(transaction=False) as pipe:
+            for did in ids:
+                pipe.hmget(self.KEY_DELIVERY.format(id=did), _SUMMARY_FIELDS)
+            replies = pipe.execute()
+        return [
+            _summary(did, dict(zip(_SUMMARY_FIELDS, values, strict=True)))
+            for did, values in zip(ids, replies, strict=True)
+            if values[0] is not None  # expired since the index was read
+        ]
+
+    @contextmanager
+    def _reachable(self) -> Iterator[None]:
+        try:
+            yield
+        except redis.RedisError as exc:
+            raise DeliveryLogError(f"The delivery log at {self.location} cannot be reached: {exc}") from None
+
+
+def _summary(did: str, fields: Mapping[str, Any]) -> DeliverySummary:
+    latency = fields.get("last_latency_ms")
+    return DeliverySummary(
+        id=did,
+        event_id=fields["event_id"],
+        endpoint_id=fields["endpoint_id"],
+        event_name=fields.get("event_name") or "",
+        state=State(fields["state"]),
+        started_at=_time(fields.get("started_at")) or datetime.fromtimestamp(0, UTC),
+        updated_at=_time(fields.get("updated_at") or fields.get("started_at")) or datetime.fromtimestamp(0, UTC),
+        attempts=int(fields.get("attempts") or 0),
+        last_result=fields.get("last_result") or None,
+        last_latency_ms=float(latency) if latency else None,
+        next_retry_at=_time(fields.get("next_retry_at")),
+        series=int(fields.get("series") or 1),
+    )
+
+
+def _as_kwargs(summary: DeliverySummary) -> dict[str, Any]:
+    return {name: getattr(summary, name) for name in DeliverySummary.__dataclass_fields__}
+
+
+def _time(value: str | float | None) -> datetime | None:
+    return datetime.fromtimestamp(float(value), UTC) if value not in (None, "") else None
+
+
+def _encode_attempt(attempt: Attempt) -> str:
+    data = asdict(attempt)
+    data["at"] = attempt.at.timestamp()
+    data["next_retry_at"] = attempt.next_retry_at.timestamp() if attempt.next_retry_at else None
+    data["response_excerpt"] = attempt.response_excerpt[:RESPONSE_EXCERPT_BYTES]
+    return json.dumps(data, separators=(",", ":"))
+
+
+def _decode_attempt(raw: str) -> Attempt:
+    data = json.loads(raw)
+    data["at"] = _time(data["at"])
+    data["next_retry_at"] = _time(data.get("next_retry_at"))
+    return Attempt(**data)
