@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import redis
+from redis.typing import EncodableT, FieldT
 
 from webhooks.errors import DeliveryLogError, DeliveryNotFoundError
 from webhooks.log.records import (
@@ -238,7 +239,7 @@ class DeliveryLog:
     # Inside.
 
     @staticmethod
-    def _identity(did: str, event_name: str, body: str) -> dict[str, str]:
+    def _identity(did: str, event_name: str, body: str) -> dict[FieldT, EncodableT]:
         # The same on every write of a delivery, so they are simply set (series, attempts and times are not).
         event_id, endpoint_id = split_delivery_id(did)
         return {"event_id": event_id, "endpoint_id": endpoint_id, "event_name": event_name, "body": body}
