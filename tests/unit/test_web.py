@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 import fakeredis
 import pytest
 
 from webhooks import tasks
 from webhooks.errors import ConfigurationError
+from webhooks.log import Attempt, DeliveryLog, State
+from webhooks.log.records import state_after
 from webhooks.registry import Endpoint, RedisRegistry, YamlRegistry
 from webhooks.settings import Settings
 from webhooks.web import create_app
@@ -18,7 +21,13 @@ PASSWORD = "correct horse battery staple"
 
 
 def settings(**changes):
-    values = {"admin_password": PASSWORD, "secret_key": "k" * 32, "registry": "redis", "allow_private_networks": True}
+    values = {
+        "admin_password": PASSWORD,
+        "secret_key": "k" * 32,
+        "registry": "redis",
+        "allow_private_networks": True,
+        "redis_url": "memory://",  # never this machine's Redis
+    }
     return Settings(**(values | changes))
 
 
@@ -28,8 +37,13 @@ def registry():
 
 
 @pytest.fixture
-def app(registry):
-    app = create_app(settings(), registry)
+def log():
+    return DeliveryLog(fakeredis.FakeRedis(decode_responses=True))
+
+
+@pytest.fixture
+def app(registry, log):
+    app = create_app(settings(), registry, log)
     app.config["TESTING"] = True
     return app
 
@@ -220,3 +234,77 @@ def test_endpoint_model_roundtrip_for_the_page(registry):
     second = registry.add("https://b.example/", ["all"])
     assert [endpoint.id for endpoint in registry.list()] == [first.id, second.id]
     assert isinstance(first, Endpoint)
+
+
+def attempt_series(log, event_id, endpoint_id, statuses, body='{"id":"evt","name":"user_created"}'):
+    """Record one attempt per status, as a worker would."""
+    for number, status in enumerate(statuses, start=1):
+        outcome = "delivered" if 200 <= status < 300 else "retry"
+        attempt = Attempt(
+            number, datetime.now(UTC), outcome, 42.0, status_code=status, response_excerpt=f"said {status}"
+        )
+        log.record_attempt(event_id, endpoint_id, body, "user_created", attempt, state_after(outcome, number))
+
+
+def test_the_list_shows_each_endpoints_last_attempt_and_24_hour_counts(client, registry, log):
+    endpoint = registry.add("https://a.example/", ["all"])
+    attempt_series(log, "evt_ok", endpoint.id, [200])
+    attempt_series(log, "evt_bad", endpoint.id, [500] * 11)
+    page = client.get("/").get_data(as_text=True)
+    assert "1 delivered · 1 failed" in page
+    assert '<span class="pill failed">HTTP 500</span>' in page
+
+
+def test_the_endpoint_screen_lists_recent_deliveries_and_a_delivery_shows_every_attempt(client, registry, log):
+    endpoint = registry.add("https://a.example/", ["all"])
+    attempt_series(log, "evt_retry", endpoint.id, [503, 200])
+    page = client.get(f"/endpoints/{endpoint.id}").get_data(as_text=True)
+    assert f'href="/deliveries/evt_retry@{endpoint.id}"' in page
+    assert '<span class="pill delivered">delivered</span>' in page
+    assert "HTTP 200" in page and "42 ms" in page
+    detail = client.get(f"/deliveries/evt_retry@{endpoint.id}").get_data(as_text=True)
+    assert "HTTP 503" in detail and "HTTP 200" in detail and "said 503" in detail
+    assert "{&#34;id&#34;:&#34;evt&#34;,&#34;name&#34;:&#34;user_created&#34;}" in detail  # the exact body, escaped
+    assert "Redeliver" not in detail  # delivered: nothing to repair
+
+
+def test_redeliver_and_replay_all_failed(client, registry, log, monkeypatch):
+    sent = []
+    monkeypatch.setattr(tasks.deliver, "apply_async", lambda args, **options: sent.append(args))
+    endpoint = registry.add("https://a.example/", ["all"])
+    for event_id in ("evt_a", "evt_b", "evt_c"):
+        attempt_series(log, event_id, endpoint.id, [500] * 11)
+    detail = f"/deliveries/evt_a@{endpoint.id}"
+    assert "Redeliver" in client.get(detail).get_data(as_text=True)
+    response = post(client, f"{detail}/redeliver", detail)
+    assert response.status_code == 302
+    assert [args[:2] for args in sent] == [(endpoint.id, "evt_a")]
+    assert log.get(f"evt_a@{endpoint.id}").state is State.PENDING
+    assert post(client, f"{detail}/redeliver", detail).status_code == 409  # already running again
+
+    page = f"/endpoints/{endpoint.id}"
+    assert "Replay all failed" in client.get(page).get_data(as_text=True)
+    post(client, f"{page}/replay", page)
+    assert sorted(args[1] for args in sent[1:]) == ["evt_b", "evt_c"]
+    assert "Redelivering 2 failed deliveries" in client.get(page).get_data(as_text=True)
+
+
+def test_an_unknown_delivery_is_a_404_and_redeliver_needs_csrf(client, registry, log):
+    response = client.get("/deliveries/evt_nope@crm")
+    assert response.status_code == 404
+    assert "Delivery &#39;evt_nope@crm&#39; is not in the delivery log" in response.get_data(as_text=True)
+    attempt_series(log, "evt_a", "crm", [500] * 11)
+    assert client.post("/deliveries/evt_a@crm/redeliver").status_code == 403
+
+
+def test_an_unreachable_delivery_log_still_shows_the_endpoints(registry):
+    import redis
+
+    app = create_app(settings(), registry, DeliveryLog(redis.Redis(port=1, socket_connect_timeout=0.2)))
+    client = app.test_client()
+    client.post("/login", data={"password": PASSWORD, "csrf_token": csrf_of(client.get("/login"))})
+    endpoint = registry.add("https://a.example/", ["all"])
+    for path in ("/", f"/endpoints/{endpoint.id}"):
+        response = client.get(path)
+        assert response.status_code == 200
+        assert "The delivery log at redis://localhost:1/0 cannot be reached" in response.get_data(as_text=True)

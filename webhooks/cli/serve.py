@@ -19,6 +19,6 @@ from webhooks.web import create_app
 @pass_services
 def serve(services: Services, host: str, port: int) -> None:
     """Serve the settings page (endpoints, secrets, deliveries) for development."""
-    app = create_app(services.settings, services.registry)
+    app = create_app(services.settings, services.registry, services.log)
     click.echo(f"Settings page on http://{host}:{port}/ (sign in with WEBHOOKS_ADMIN_PASSWORD)")
     run_simple(host, port, app, threaded=True)

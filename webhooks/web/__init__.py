@@ -6,18 +6,23 @@ misconfigured deployment fails at start with a sentence instead of serving an op
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from flask import Flask
 from flask_wtf.csrf import CSRFProtect
 
 from webhooks.errors import ConfigurationError
+from webhooks.log import DeliveryLog
 from webhooks.registry import Registry
 from webhooks.services import Services
 from webhooks.settings import Settings, get_settings
 from webhooks.web import auth, errors, views
 
 
-def create_app(settings: Settings | None = None, registry: Registry | None = None) -> Flask:
-    """Build the settings page for ``settings`` (default: the process settings) and ``registry``."""
+def create_app(
+    settings: Settings | None = None, registry: Registry | None = None, log: DeliveryLog | None = None
+) -> Flask:
+    """Build the settings page for ``settings`` (default: the process settings), ``registry`` and ``log``."""
     settings = settings or get_settings()
     if settings.admin_password is None:
         raise ConfigurationError(
@@ -35,9 +40,15 @@ def create_app(settings: Settings | None = None, registry: Registry | None = Non
         SESSION_COOKIE_SAMESITE="Lax",
         WTF_CSRF_TIME_LIMIT=None,  # the token lives as long as the signed session
     )
-    app.extensions["webhooks"] = Services(settings, registry=registry)
+    app.extensions["webhooks"] = Services(settings, registry=registry, log=log)
+    app.jinja_env.filters["when"] = when
     CSRFProtect(app)
     auth.init_app(app, settings.admin_password.get_secret_value())
     app.register_blueprint(views.blueprint)
     errors.init_app(app)
     return app
+
+
+def when(moment: datetime) -> str:
+    """A time as operators read it on the page: ``2026-11-22 09:30:12 UTC``."""
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")

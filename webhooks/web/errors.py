@@ -6,7 +6,13 @@ from flask import Flask, render_template
 from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException
 
-from webhooks.errors import EndpointNotFoundError, ReadOnlyRegistryError, WebhooksError
+from webhooks.errors import (
+    DeliveryNotFoundError,
+    EndpointNotFoundError,
+    ReadOnlyRegistryError,
+    RedeliveryError,
+    WebhooksError,
+)
 
 
 def init_app(app: Flask) -> None:
@@ -15,11 +21,13 @@ def init_app(app: Flask) -> None:
         return _page("The form has expired or did not come from this page. Reload the page and try again.", 403)
 
     @app.errorhandler(EndpointNotFoundError)
-    def not_found(error: EndpointNotFoundError) -> tuple[str, int]:
+    @app.errorhandler(DeliveryNotFoundError)
+    def not_found(error: WebhooksError) -> tuple[str, int]:
         return _page(str(error), 404)
 
     @app.errorhandler(ReadOnlyRegistryError)
-    def read_only(error: ReadOnlyRegistryError) -> tuple[str, int]:
+    @app.errorhandler(RedeliveryError)
+    def conflict(error: WebhooksError) -> tuple[str, int]:
         return _page(str(error), 409)
 
     @app.errorhandler(WebhooksError)

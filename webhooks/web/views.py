@@ -8,9 +8,11 @@ from datetime import UTC, datetime
 from flask import Blueprint, current_app, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from webhooks.errors import ReadOnlyRegistryError
+from webhooks.errors import DeliveryLogError, ReadOnlyRegistryError
 from webhooks.events import EVENT_GROUPS, EVENT_NAMES
+from webhooks.log import DeliverySummary, EndpointActivity
 from webhooks.publishing import send_test_event
+from webhooks.redelivery import redeliver, redeliver_failed
 from webhooks.registry import WritableRegistry
 from webhooks.registry import writable as registry_writable
 from webhooks.services import Services
@@ -48,9 +50,20 @@ def page_context() -> dict[str, object]:
     }
 
 
+#: Deliveries listed on an endpoint's screen, newest first.
+RECENT_DELIVERIES = 25
+
+
 @blueprint.get("/")
 def endpoints() -> str:
-    return render_template("endpoints.html", endpoints=services().registry.list())
+    listed = services().registry.list()
+    activity: dict[str, EndpointActivity] = {}
+    log_error = None
+    try:
+        activity = services().log.activity(endpoint.id for endpoint in listed)
+    except DeliveryLogError as exc:  # the endpoints are still worth showing
+        log_error = str(exc)
+    return render_template("endpoints.html", endpoints=listed, summaries=activity, log_error=log_error)
 
 
 @blueprint.route("/endpoints/new", methods=["GET", "POST"])
@@ -67,13 +80,49 @@ def new_endpoint() -> Response | str | tuple[str, int]:
 
 @blueprint.get("/endpoints/<endpoint_id>")
 def endpoint(endpoint_id: str) -> str:
-    return render_template("endpoint.html", endpoint=services().registry.get(endpoint_id), revealed=False)
+    return endpoint_page(endpoint_id, revealed=False)
 
 
 @blueprint.post("/endpoints/<endpoint_id>/reveal")
 def reveal(endpoint_id: str) -> str:
     # A POST, so the secret never travels in a URL, a Referer or a browser history entry.
-    return render_template("endpoint.html", endpoint=services().registry.get(endpoint_id), revealed=True)
+    return endpoint_page(endpoint_id, revealed=True)
+
+
+def endpoint_page(endpoint_id: str, *, revealed: bool) -> str:
+    endpoint = services().registry.get(endpoint_id)
+    recent: list[DeliverySummary] = []
+    log_error = None
+    try:
+        recent = services().log.find(endpoint_id=endpoint_id, limit=RECENT_DELIVERIES)
+    except DeliveryLogError as exc:
+        log_error = str(exc)
+    return render_template(
+        "endpoint.html", endpoint=endpoint, revealed=revealed, deliveries=recent, log_error=log_error
+    )
+
+
+@blueprint.get("/deliveries/<delivery_id>")
+def delivery(delivery_id: str) -> str:
+    return render_template("delivery.html", delivery=services().log.get(delivery_id))
+
+
+@blueprint.post("/deliveries/<delivery_id>/redeliver")
+def redeliver_one(delivery_id: str) -> Response:
+    redelivered = redeliver(services().log, delivery_id)
+    flash(f"Redelivering {redelivered.id}: attempt series {redelivered.series} has begun.", "success")
+    return redirect(url_for("views.delivery", delivery_id=delivery_id))
+
+
+@blueprint.post("/endpoints/<endpoint_id>/replay")
+def replay_failed(endpoint_id: str) -> Response:
+    endpoint = services().registry.get(endpoint_id)
+    replayed = redeliver_failed(services().log, endpoint.id)
+    if replayed:
+        flash(f"Redelivering {len(replayed)} failed deliveries to this endpoint.", "success")
+    else:
+        flash("No failed deliveries to replay.", "success")
+    return redirect(url_for("views.endpoint", endpoint_id=endpoint_id))
 
 
 @blueprint.route("/endpoints/<endpoint_id>/edit", methods=["GET", "POST"])
