@@ -6,6 +6,8 @@ verifies every signature; events go through the real ``publish_event()``, ``webh
 and ``webhooks.deliver``. One endpoint answers 200, the other fails the first two attempts of
 each event, so retries happen, with backoff shortened from minutes to seconds. The demo ends
 with a table per endpoint and succeeds only when every delivery arrived with a verified signature.
+With ``serve_port`` it then keeps running with the settings page up (endpoints in a Redis registry
+and the delivery log, both on an in-process fakeredis), signed in with a generated password.
 
 Settings and the registry are installed in code (``use_settings``, ``use_registry``), so this
 module imports the Celery app only inside :func:`run_demo`, after installing them.
@@ -20,14 +22,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import fakeredis
 from celery.contrib.testing.worker import start_worker
 from celery.exceptions import Retry
 from celery.signals import task_retry
+from pydantic import SecretStr
+from werkzeug.serving import run_simple
 
 from webhooks.events import EVENT_NAMES
+from webhooks.log import open_delivery_log
 from webhooks.publishing import publish_event
 from webhooks.receiver import Received, ReceiverApp, Route, make_receiver_server, serving_in_thread
-from webhooks.registry import Endpoint, MemoryRegistry, use_registry
+from webhooks.registry import Endpoint, RedisRegistry, use_registry
 from webhooks.samples import sample_event_kwargs
 from webhooks.settings import MAX_RETRIES, Settings, load_settings, use_settings
 from webhooks.signing import HEADER
@@ -178,9 +184,14 @@ def banner(settings: Settings, base_url: str, routes: dict[str, Route]) -> list[
     return lines
 
 
-def run_demo(*, events: int, timeout: float, echo: Callable[[str], None]) -> bool:
-    """Run the demo, printing progress and the table; True when every delivery arrived verified in time."""
+def run_demo(*, events: int, timeout: float, echo: Callable[[str], None], serve_port: int | None = None) -> bool:
+    """Run the demo, printing progress and the table; True when every delivery arrived verified in time.
+
+    With ``serve_port``, then serve the settings page on 127.0.0.1 until interrupted (Ctrl-C).
+    """
     settings = demo_settings()
+    if serve_port is not None:
+        settings = with_operator_login(settings)
     use_settings(settings)
     routes = {
         "/healthy": Route((f"whsec_{secrets.token_hex(16)}",)),
@@ -189,12 +200,10 @@ def run_demo(*, events: int, timeout: float, echo: Callable[[str], None]) -> boo
     progress = Progress(routes, events, echo)
     server = make_receiver_server(ReceiverApp(routes, progress.on_request))
     base_url = f"http://127.0.0.1:{server.server_port}"
-    use_registry(
-        MemoryRegistry(
-            Endpoint(id=path.strip("/"), url=base_url + path, secret=route.secrets[0], events=["all"])
-            for path, route in routes.items()
-        )
-    )
+    registry = RedisRegistry(fakeredis.FakeRedis(decode_responses=True))  # writable from the settings page
+    for path, route in routes.items():
+        registry.save(Endpoint(id=path.strip("/"), url=base_url + path, secret=route.secrets[0], events=["all"]))
+    use_registry(registry)
 
     import webhooks.tasks  # noqa: F401  # registers the tasks the worker runs
     from webhooks.celery_app import app  # built now, from the settings installed above
@@ -217,7 +226,32 @@ def run_demo(*, events: int, timeout: float, echo: Callable[[str], None]) -> boo
             name = EVENT_NAMES[number % len(EVENT_NAMES)]
             progress.on_published(publish_event(name, **sample_event_kwargs(name)), name)
         # Report before the worker stops: stopping takes a few seconds (it polls the broker every 2 s).
-        return report(progress, arrived=progress.wait(timeout), timeout=timeout, echo=echo)
+        succeeded = report(progress, arrived=progress.wait(timeout), timeout=timeout, echo=echo)
+        if serve_port is not None:
+            serve_settings_page(settings, registry, serve_port, echo)
+        return succeeded
+
+
+def with_operator_login(settings: Settings) -> Settings:
+    """``settings`` with a generated password and session key where the environment set none."""
+    return settings.model_copy(
+        update={
+            "admin_password": settings.admin_password or SecretStr(secrets.token_urlsafe(12)),
+            "secret_key": settings.secret_key or SecretStr(secrets.token_urlsafe(32)),
+        }
+    )
+
+
+def serve_settings_page(settings: Settings, registry: RedisRegistry, port: int, echo: Callable[[str], None]) -> None:
+    """The settings page over the demo's registry, log and worker, until Ctrl-C."""
+    from webhooks.web import create_app
+
+    assert settings.admin_password is not None
+    app = create_app(settings, registry, open_delivery_log(settings))
+    echo("")
+    echo(f"Settings page on http://127.0.0.1:{port}/ (password: {settings.admin_password.get_secret_value()})")
+    echo("The worker and receiver keep running: send test events from the page. Stop with Ctrl-C.")
+    run_simple("127.0.0.1", port, app, threaded=True)
 
 
 def report(progress: Progress, *, arrived: bool, timeout: float, echo: Callable[[str], None]) -> bool:

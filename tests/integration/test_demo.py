@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+import requests
 
+from tests.integration.conftest import free_port
+from tests.waiting import wait_until
 from webhooks.events import EVENT_NAMES
 
 pytestmark = pytest.mark.integration
@@ -96,3 +100,38 @@ def test_the_readme_demo_command_runs_the_demo():
 def test_the_readme_test_command_is_what_ci_runs():
     command = readme_command("scripts/test").split("#")[0].strip()
     assert command in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+
+
+def test_demo_serve_keeps_the_settings_page_up_with_the_deliveries(tmp_path):
+    port = free_port()
+    output = (tmp_path / "demo.log").open("w+")
+    process = subprocess.Popen(
+        [str(Path(sys.executable).parent / "webhooks"), "demo", "--events", "2", "--serve", "--port", str(port)],
+        env=clean_env(),
+        stdout=output,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        text = lambda: (tmp_path / "demo.log").read_text()  # noqa: E731
+        line = wait_until(
+            lambda: re.search(r"Settings page on (http://127\.0\.0\.1:\d+/) \(password: (\S+)\)", text()),
+            timeout=DEMO_TIME_LIMIT_SECONDS,
+            what="the settings page",
+        )
+        url, password = line.group(1), line.group(2)
+        assert "All 4 deliveries arrived with verified signatures" in text()
+        session = requests.Session()
+        wait_until(lambda: session.get(f"{url}login", timeout=5).ok, timeout=10, what="the page to answer")
+        token = re.search(r'name="csrf_token" value="([^"]+)"', session.get(f"{url}login", timeout=5).text)
+        assert token is not None
+        session.post(f"{url}login", data={"password": password, "csrf_token": token.group(1)}, timeout=5)
+        endpoints = session.get(url, timeout=5).text
+        assert "2 delivered · 0 failed" in endpoints  # each endpoint, from the delivery log
+        flaky = session.get(f"{url}endpoints/flaky", timeout=5).text
+        assert flaky.count('<span class="pill delivered">delivered</span>') == 2
+        assert "Endpoints cannot be changed" not in flaky  # a writable registry
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)
+        output.close()

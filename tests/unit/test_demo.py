@@ -94,12 +94,6 @@ def test_report_says_what_went_wrong():
     assert lines[-1] == "All 2 deliveries arrived, but some signatures did not verify (see the table)."
 
 
-def test_serve_says_the_settings_page_is_not_available_yet():
-    result = CliRunner().invoke(main, ["demo", "--serve"])
-    assert result.exit_code == 2
-    assert "--serve needs the settings page, which is not available yet; run without --serve." in result.output
-
-
 def test_events_must_be_positive():
     result = CliRunner().invoke(main, ["demo", "--events", "0"])
     assert result.exit_code == 2
