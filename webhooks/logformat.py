@@ -1,6 +1,6 @@
 """Log lines a log pipeline parses without regexes: ``key=value`` text, or one JSON object per line.
 
-Code logs an event name and fields with :func:`log_fields`; the text form is always in the message,
+Code logs a kind of line and its fields with :func:`log_fields`; the text form is always in the message,
 and :class:`JsonFormatter` (``WEBHOOKS_LOG_FORMAT=json``) turns the same record into JSON.
 """
 
@@ -12,10 +12,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 
-def log_fields(logger: logging.Logger, level: int, event: str, /, **fields: Any) -> None:
-    """Log ``event key=value ...``; nothing is formatted when ``level`` is off."""
+def log_fields(logger: logging.Logger, level: int, kind: str, /, **fields: Any) -> None:
+    """Log ``kind key=value ...`` (kind: ``attempt``, ``fanout``...); nothing is formatted when ``level`` is off."""
     if logger.isEnabledFor(level):
-        logger.log(level, "%s %s", event, key_values(fields), extra={"event": event, "fields": fields})
+        logger.log(level, "%s %s", kind, key_values(fields), extra={"kind": kind, "fields": fields})
 
 
 def key_values(fields: dict[str, Any]) -> str:
@@ -31,7 +31,7 @@ def _text(value: Any) -> str:
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per record: time, level, logger, then the event and its fields (or the message)."""
+    """One JSON object per record: time, level, logger, the message (a line's kind), then its fields."""
 
     def format(self, record: logging.LogRecord) -> str:
         data: dict[str, Any] = {
@@ -41,7 +41,7 @@ class JsonFormatter(logging.Formatter):
         }
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict):
-            data["event"] = getattr(record, "event", None)
+            data["message"] = getattr(record, "kind", None)
             data.update(fields)
         else:
             data["message"] = record.getMessage()

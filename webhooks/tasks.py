@@ -185,7 +185,7 @@ def _record(endpoint_id: str, event_id: str, body: str, attempt: Attempt) -> Sta
         event=event_id,
         attempt=attempt.number,
         status=attempt.status_code if attempt.status_code is not None else attempt.error,
-        latency_ms=f"{attempt.latency_ms:.1f}",
+        latency_ms=round(attempt.latency_ms, 1),
         outcome=attempt.outcome,
         state=state.value,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from collections import Counter
@@ -101,3 +102,30 @@ def test_the_cap_holds_under_100_000_writes_on_a_real_redis(redis_server: RedisS
     assert client.dbsize() <= 2 * 10_000 + 2 * len(endpoints)
     assert log.get("evt_999@ep99").state is State.PENDING
     client.flushdb()
+
+
+def test_json_log_lines_carry_the_attempt_fields(redis_server: RedisServer, receiver: Receiver, tmp_path, start_worker):
+    registry = write_registry(
+        tmp_path / "endpoints.yaml",
+        [{"id": "json", "url": receiver.url("/json-log"), "secret": SECRET, "events": ["user_created"]}],
+    )
+    env = service_env(redis_server, registry, log_format="json")
+    worker = start_worker(env)
+    (event_id,) = publish(env, [("user_created", sample_event_kwargs("user_created"))])
+
+    def attempt_line() -> dict | None:
+        for line in worker.output().splitlines():
+            if line.startswith("{") and event_id in line and '"message": "attempt"' in line:
+                return json.loads(line)
+        return None
+
+    record = wait_until(attempt_line, timeout=30, what="a JSON attempt line")
+    assert {key: record[key] for key in ("level", "message", "event", "endpoint", "attempt", "status", "state")} == {
+        "level": "INFO",
+        "message": "attempt",
+        "event": event_id,
+        "endpoint": "json",
+        "attempt": 1,
+        "status": 200,
+        "state": "delivered",
+    }

@@ -93,10 +93,21 @@ def test_an_operator_manages_an_endpoint_in_the_browser(site, browser, receiver)
     wait_until(lambda: receiver.requests("/browser"), timeout=30, what="the test event")
     (first,) = receiver.requests("/browser")
     verify(first.body, first.headers[HEADER], secret)
+
+    def delivered_row_shown() -> bool:  # the operator reloads until the worker has recorded it
+        page.goto(endpoint_url)
+        return page.locator("#deliveries .pill.delivered").count() == 1
+
+    wait_until(delivered_row_shown, timeout=30, interval=0.5, what="the delivery to show as delivered")
+    assert "HTTP 200" in page.inner_text("#deliveries")
     page.screenshot(path=str(SCREENSHOTS / "endpoint.png"), full_page=True)
+    page.click("#deliveries a")  # the delivery: every attempt and the exact body sent
+    assert page.inner_text("pre.body") == first.body.decode("utf-8")
+    page.screenshot(path=str(SCREENSHOTS / "delivery.png"), full_page=True)
 
     page.goto(f"{url}/")
     assert "Browser test receiver" in page.content()
+    assert "1 delivered · 0 failed" in page.inner_text("table")
     page.screenshot(path=str(SCREENSHOTS / "endpoints.png"), full_page=True)
 
     page.click("button:has-text('Disable')")

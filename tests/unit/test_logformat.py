@@ -16,14 +16,14 @@ def test_key_values_quote_only_what_needs_it():
 def test_the_same_record_renders_as_text_and_as_json(caplog):
     logger = logging.getLogger("webhooks.test")
     with caplog.at_level(logging.INFO, logger="webhooks.test"):
-        log_fields(logger, logging.INFO, "attempt", endpoint="crm", attempt=2, status=503, latency_ms="12.5")
+        log_fields(logger, logging.INFO, "attempt", endpoint="crm", attempt=2, status=503, latency_ms=12.5)
     (record,) = caplog.records
     assert record.getMessage() == "attempt endpoint=crm attempt=2 status=503 latency_ms=12.5"
     data = json.loads(JsonFormatter().format(record))
-    assert {key: data[key] for key in ("level", "logger", "event", "endpoint", "attempt", "status")} == {
+    assert {key: data[key] for key in ("level", "logger", "message", "endpoint", "attempt", "status")} == {
         "level": "INFO",
         "logger": "webhooks.test",
-        "event": "attempt",
+        "message": "attempt",
         "endpoint": "crm",
         "attempt": 2,
         "status": 503,
