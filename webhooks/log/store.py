@@ -38,6 +38,7 @@ from webhooks.log.records import (
     delivery_id,
     split_delivery_id,
 )
+from webhooks.registry.redis import location
 
 #: Attempts kept per delivery across redeliveries (eleven per series).
 MAX_HISTORY = 110
@@ -85,9 +86,7 @@ class DeliveryLog:
         self.retention = retention
         self.max_records = max_records
         self._clock = clock
-        options = client.connection_pool.connection_kwargs
-        where = options.get("path") or f"{options.get('host', 'localhost')}:{options.get('port', 6379)}"
-        self.location = f"redis://{where}/{options.get('db', 0)}"
+        self.location = location(client)
 
     # Writes: workers, fan-out and redelivery.
 

@@ -41,6 +41,13 @@ SOCKET_TIMEOUT_SECONDS = 5
 Change = Callable[[Endpoint | None], Endpoint | None]
 
 
+def location(client: redis.Redis) -> str:
+    """``redis://host:port/db`` of a client, for messages (never its password)."""
+    options = client.connection_pool.connection_kwargs
+    where = options.get("path") or f"{options.get('host', 'localhost')}:{options.get('port', 6379)}"
+    return f"redis://{where}/{options.get('db', 0)}"
+
+
 def utc_now() -> datetime:
     """The default clock."""
     return datetime.now(UTC)
@@ -62,9 +69,7 @@ class RedisRegistry:
         """``client`` must decode responses (``decode_responses=True``); ``clock`` dates rotation overlaps."""
         self._redis = client
         self._clock = clock
-        options = client.connection_pool.connection_kwargs
-        where = options.get("path") or f"{options.get('host', 'localhost')}:{options.get('port', 6379)}"
-        self.location = f"redis://{where}/{options.get('db', 0)}"
+        self.location = location(client)
 
     @classmethod
     def from_url(cls, url: str, *, clock: Callable[[], datetime] = utc_now) -> RedisRegistry:
