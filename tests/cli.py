@@ -1,8 +1,11 @@
-"""Run the ``webhooks`` command in-process with click's CliRunner, on services a test provides."""
+"""Run the ``webhooks`` command in-process with click's CliRunner, on services a test provides; stores for those."""
 
 from __future__ import annotations
 
+import redis
 from click.testing import CliRunner, Result
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from webhooks.cli import main
 from webhooks.services import Services
@@ -21,3 +24,10 @@ def assert_error(result: Result, message: str, exit_code: int = 1) -> None:
     if exit_code == 1:
         assert result.stderr.count("\n") == 1
     assert "Traceback" not in result.output
+
+
+def unreachable_redis() -> redis.Redis:
+    """A client of a port nothing listens on, failing at once (no retries)."""
+    return redis.Redis(
+        host="127.0.0.1", port=1, socket_connect_timeout=0.5, decode_responses=True, retry=Retry(NoBackoff(), 0)
+    )

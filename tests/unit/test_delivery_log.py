@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import fakeredis
 import pytest
-import redis
 
+from tests.cli import unreachable_redis
 from webhooks.errors import DeliveryLogError, DeliveryNotFoundError
 from webhooks.log import Attempt, DeliveryLog, State, delivery_id, split_delivery_id
 from webhooks.log.records import state_after
@@ -183,7 +183,6 @@ def test_the_cap_holds_and_keeps_the_newest(client, clock):
 
 
 def test_an_unreachable_redis_is_a_delivery_log_error():
-    client = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.5, decode_responses=True)
-    log = DeliveryLog(client)
+    log = DeliveryLog(unreachable_redis())
     with pytest.raises(DeliveryLogError, match=r"The delivery log at redis://127.0.0.1:1/0 cannot be reached"):
         log.find()

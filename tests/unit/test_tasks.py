@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import fakeredis
 import pytest
-import redis
 import responses
 
+from tests.cli import unreachable_redis
 from webhooks import tasks
 from webhooks.errors import PermanentDeliveryError, RetryableDeliveryError
 from webhooks.log import DeliveryLog, State
@@ -148,7 +148,7 @@ def test_fanout_lists_its_deliveries_as_pending_first(registry, log, monkeypatch
 
 @responses.activate
 def test_an_unreachable_delivery_log_never_causes_a_second_post(registry, monkeypatch, caplog):
-    unreachable = DeliveryLog(redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.5))
+    unreachable = DeliveryLog(unreachable_redis())
     monkeypatch.setattr(tasks, "delivery_log", lambda: unreachable)
     responses.post(URL, status=200)
     assert deliver().successful()

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import fakeredis
 import pytest
 
+from tests.cli import unreachable_redis
 from webhooks import tasks
 from webhooks.errors import ConfigurationError
 from webhooks.log import Attempt, DeliveryLog, State
@@ -298,13 +299,12 @@ def test_an_unknown_delivery_is_a_404_and_redeliver_needs_csrf(client, registry,
 
 
 def test_an_unreachable_delivery_log_still_shows_the_endpoints(registry):
-    import redis
 
-    app = create_app(settings(), registry, DeliveryLog(redis.Redis(port=1, socket_connect_timeout=0.2)))
+    app = create_app(settings(), registry, DeliveryLog(unreachable_redis()))
     client = app.test_client()
     client.post("/login", data={"password": PASSWORD, "csrf_token": csrf_of(client.get("/login"))})
     endpoint = registry.add("https://a.example/", ["all"])
     for path in ("/", f"/endpoints/{endpoint.id}"):
         response = client.get(path)
         assert response.status_code == 200
-        assert "The delivery log at redis://localhost:1/0 cannot be reached" in response.get_data(as_text=True)
+        assert "The delivery log at redis://127.0.0.1:1/0 cannot be reached" in response.get_data(as_text=True)
