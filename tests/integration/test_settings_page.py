@@ -104,11 +104,20 @@ def test_an_operator_manages_an_endpoint_in_the_browser(site, browser, receiver)
     page.click("#deliveries a")  # the delivery: every attempt and the exact body sent
     assert page.inner_text("pre.body") == first.body.decode("utf-8")
     page.screenshot(path=str(SCREENSHOTS / "delivery.png"), full_page=True)
+    delivery_url = page.url
 
     page.goto(f"{url}/")
     assert "Browser test receiver" in page.content()
     assert "1 delivered · 0 failed" in page.inner_text("table")
     page.screenshot(path=str(SCREENSHOTS / "endpoints.png"), full_page=True)
+
+    page.set_viewport_size({"width": 400, "height": 900})  # a phone: nothing may need sideways scrolling
+    for name, address in (("endpoints", f"{url}/"), ("endpoint", endpoint_url), ("delivery", delivery_url)):
+        page.goto(address)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 400, name
+        page.screenshot(path=str(SCREENSHOTS / f"{name}-400px.png"), full_page=True)
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{url}/")
 
     page.click("button:has-text('Disable')")
     page.wait_for_selector("text=Delivery disabled")
