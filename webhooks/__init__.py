@@ -1,6 +1,7 @@
 """Signed, retried webhook delivery on Celery and Redis.
 
-Host applications call :func:`publish_event`; ``celery -A webhooks worker`` delivers.
+Host applications call :func:`publish_event` (or :func:`publish_events` for many);
+``celery -A webhooks worker`` delivers.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from webhooks.errors import (
     WebhooksError,
 )
 from webhooks.events import EVENT_NAMES
-from webhooks.publishing import publish_event
+from webhooks.publishing import publish_event, publish_events
 from webhooks.receiver import verify_request
 from webhooks.settings import Settings, get_settings
 from webhooks.signing import sign, verify
@@ -40,6 +41,7 @@ __all__ = [
     # Publishing and receiving
     "EVENT_NAMES",
     "publish_event",
+    "publish_events",
     "sign",
     "verify",
     "verify_request",

@@ -1,18 +1,24 @@
-"""The host application's entry point: validate an event, serialize it once, enqueue its fan-out."""
+"""The host application's entry point: validate events, serialize each once, enqueue their fan-out."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from celery import Task
 from kombu.exceptions import OperationalError
 from kombu.utils.url import maybe_sanitize_url
 
-from webhooks.errors import PublishError
-from webhooks.events import Company, Relationship, User, build_event, serialize
+from webhooks.enqueue import TaskCall, enqueue
+from webhooks.errors import InvalidEventError, PublishError
+from webhooks.events import Company, Event, Relationship, User, build_event, serialize
 from webhooks.samples import sample_event_kwargs
+
+#: Events per ``webhooks.fanout_many`` task in publish_events(): one registry lookup per event name
+#: and one push of all their deliveries, while a batch still spreads over several workers.
+EVENTS_PER_FANOUT = 100
+#: The keys an event mapping given to publish_events() may have: publish_event's arguments.
+EVENT_FIELDS = frozenset({"name", "user", "company", "relationship", "properties", "occurred_at", "event_id"})
 
 
 def publish_event(
@@ -41,10 +47,31 @@ def publish_event(
         event_id=event_id,
         now=datetime.now(UTC),
     )
-    from webhooks.tasks import fanout  # the Celery app is built on first publish, not at import
-
-    _enqueue(fanout, event.id, (event.name, event.id, serialize(event).decode("utf-8")))
+    body = serialize(event).decode("utf-8")
+    call = TaskCall("webhooks.fanout", (event.name, event.id, body), repr((event.name, event.id)))
+    _enqueue([call], f"Event {event.id} was not published")
     return event.id
+
+
+def publish_events(events: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Publish many events at once (a host application's import or nightly sync); return their ids in order.
+
+    Each mapping holds publish_event's arguments, ``name`` included. All are validated before any is
+    enqueued, and all are enqueued in one push: either every event is published or none is.
+    """
+    now = datetime.now(UTC)
+    built = [_build(position, fields, now) for position, fields in enumerate(events)]
+    calls = []
+    for start in range(0, len(built), EVENTS_PER_FANOUT):
+        batch = [
+            [event.name, event.id, serialize(event).decode("utf-8")]
+            for event in built[start : start + EVENTS_PER_FANOUT]
+        ]
+        calls.append(
+            TaskCall("webhooks.fanout_many", (batch,), repr([(name, event_id) for name, event_id, _ in batch]))
+        )
+    _enqueue(calls, f"None of the {len(built)} events was published")
+    return [event.id for event in built]
 
 
 def send_test_event(endpoint_id: str, name: str) -> str:
@@ -60,17 +87,31 @@ def send_test_event(endpoint_id: str, name: str) -> str:
 
 def enqueue_delivery(endpoint_id: str, event_id: str, body: str) -> None:
     """Enqueue one ``webhooks.deliver`` of ``body`` to one endpoint (test events, redeliveries)."""
-    from webhooks.tasks import deliver
+    from webhooks.tasks import delivery_call
 
-    _enqueue(deliver, event_id, (endpoint_id, event_id, body))
+    _enqueue([delivery_call(endpoint_id, event_id, body)], f"Event {event_id} was not enqueued for {endpoint_id!r}")
 
 
-def _enqueue(task: Task[..., Any], event_id: str, args: tuple[str, str, str]) -> None:
-    # The body (the last argument) stays out of Flower and the logs: they show the two ids only.
+def _build(position: int, fields: Mapping[str, Any], now: datetime) -> Event:
+    where = f"The event at index {position}"
+    if not isinstance(fields, Mapping):
+        raise InvalidEventError(f"{where} is a {type(fields).__name__}, not a mapping of publish_event's arguments.")
+    unknown = sorted(str(key) for key in fields if key not in EVENT_FIELDS)
+    if unknown:
+        raise InvalidEventError(f"{where} has unknown keys {unknown}; the keys are publish_event's arguments.")
+    if "name" not in fields:
+        raise InvalidEventError(f"{where} has no name.")
     try:
-        task.apply_async(args, argsrepr=repr(args[:2]))  # type: ignore[call-arg]
+        return build_event(**fields, now=now)
+    except InvalidEventError as exc:
+        raise InvalidEventError(f"{where} is invalid, so none was published: {exc}") from None
+
+
+def _enqueue(calls: list[TaskCall], failure: str) -> None:
+    from webhooks.celery_app import app  # the Celery app is built on first publish, not at import
+
+    try:
+        enqueue(app, calls)
     except OperationalError as exc:
-        broker = maybe_sanitize_url(task.app.conf.broker_url)
-        raise PublishError(
-            f"Event {event_id} was not published: the broker at {broker} cannot be reached ({exc})."
-        ) from None
+        broker = maybe_sanitize_url(app.conf.broker_url)
+        raise PublishError(f"{failure}: the broker at {broker} cannot be reached ({exc}).") from None

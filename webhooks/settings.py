@@ -42,6 +42,15 @@ class Settings(BaseSettings):
     visibility_timeout: int = Field(
         3600, ge=60, description="Seconds before Redis hands an unacknowledged task to another worker."
     )
+    worker_pool: Literal["threads", "prefork"] = Field(
+        "threads",
+        description="Celery pool of `celery -A webhooks worker`: `threads` (many waiting deliveries per process, "
+        "cheaply) or `prefork` (child processes; enforces the task time limits). Celery ignores `--pool prefork` "
+        "on the command line once this is set: choose here.",
+    )
+    worker_concurrency: int = Field(
+        64, ge=1, le=1000, description="Deliveries one worker process sends at once (threads or child processes)."
+    )
     allow_private_networks: bool = Field(
         False, description="Deliver to loopback, private and link-local addresses (tests and local development only)."
     )

@@ -1,6 +1,7 @@
-"""The two Celery tasks. They are thin: lookup, call delivery.send, and map its outcome to Celery.
+"""The Celery tasks. They are thin: lookup, call delivery.send, and map its outcome to Celery.
 
-``webhooks.fanout`` turns one event into one ``webhooks.deliver`` per subscribed endpoint;
+``webhooks.fanout`` turns one event into one ``webhooks.deliver`` per subscribed endpoint
+(``webhooks.fanout_many`` does it for a batch from ``publish_events``), pushed in one round trip;
 ``webhooks.deliver`` makes one attempt, records it in the delivery log and schedules the next
 one with Celery's retry (full-jitter exponential backoff, at most MAX_RETRIES retries). Task
 arguments carry ids and the body, never a secret; ``argsrepr`` keeps the body out of Flower and the logs.
@@ -10,18 +11,22 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any, NoReturn
 
+from billiard.einfo import ExceptionInfo, ExceptionWithTraceback  # type: ignore[attr-defined]
 from celery import Signature, Task
 from celery.app.task import Context
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.utils.time import get_exponential_backoff_interval
+from celery.worker.request import Request
 from kombu.exceptions import OperationalError
 
 from webhooks.celery_app import app, settings
 from webhooks.delivery import AttemptResult, Outcome, send, thread_session
+from webhooks.enqueue import TaskCall, enqueue
 from webhooks.errors import (
     DeliveryLogError,
     EndpointNotFoundError,
@@ -29,10 +34,10 @@ from webhooks.errors import (
     RegistryUnavailableError,
     RetryableDeliveryError,
 )
-from webhooks.log import Attempt, DeliveryLog, State, open_delivery_log
+from webhooks.log import Attempt, DeliveryLog, FannedOut, State, open_delivery_log
 from webhooks.log.records import RESPONSE_EXCERPT_BYTES, state_after
 from webhooks.logformat import log_fields
-from webhooks.registry import Registry, open_registry
+from webhooks.registry import Endpoint, Registry, open_registry
 from webhooks.settings import MAX_ATTEMPTS, MAX_RETRIES
 
 logger = logging.getLogger("webhooks.delivery")
@@ -56,12 +61,28 @@ def event_name(body: str) -> str:
     return name if isinstance(name, str) else ""
 
 
+class _ReadableRetryRequest(Request):
+    """Gives Flower's "task-retried" event the retry's reason, ``RetryableDeliveryError: HTTP 503 from ...``.
+
+    Outside prefork, Celery hands ``on_retry`` the Retry still wrapped in billiard's ExceptionWithTraceback
+    (prefork unwraps it when the result crosses the process boundary), and the event would show
+    ``Retry(Retry(...), ...)``.
+    """
+
+    def on_retry(self, exc_info: ExceptionInfo) -> None:
+        if isinstance(exc_info.exception, ExceptionWithTraceback):
+            exc_info.exception = exc_info.exception.exc
+        super().on_retry(exc_info)
+
+
 class _BodyHiddenTask(Task):  # type: ignore[type-arg]
     """Shows Flower and the logs the first two arguments (ids), never the body, on retries too.
 
     Celery re-sends a retry without the argsrepr the task was first sent with, so without this a
     retried delivery would show its whole body in Flower.
     """
+
+    Request = "webhooks.tasks:_ReadableRetryRequest"
 
     def signature_from_request(
         self,
@@ -73,8 +94,31 @@ class _BodyHiddenTask(Task):  # type: ignore[type-arg]
     ) -> Signature[Any]:
         request = self.request if request is None else request
         args = tuple(request.args or ()) if args is None else args
-        extra_options.setdefault("argsrepr", repr(args[:2]))
+        extra_options.setdefault("argsrepr", self.shown(args))
         return super().signature_from_request(request, args, kwargs, queue, **extra_options)
+
+    @staticmethod
+    def shown(args: tuple[Any, ...]) -> str:
+        """What Flower and the logs show of the arguments."""
+        return repr(tuple(args[:2]))
+
+
+class _EventsTask(_BodyHiddenTask):
+    """For ``fanout_many``, whose one argument is a list of ``[name, id, body]``: shows names and ids."""
+
+    @staticmethod
+    def shown(args: tuple[Any, ...]) -> str:
+        return events_repr(args[0] if args else [])
+
+
+def events_repr(events: Sequence[Sequence[str]]) -> str:
+    """``[(name, id), ...]`` of a batch of events, for Flower and the logs."""
+    return repr([tuple(event[:2]) for event in events])
+
+
+def delivery_call(endpoint_id: str, event_id: str, body: str) -> TaskCall:
+    """One ``webhooks.deliver`` to enqueue; Flower and the logs see the two ids only."""
+    return TaskCall("webhooks.deliver", (endpoint_id, event_id, body), repr((endpoint_id, event_id)))
 
 
 @app.task(
@@ -85,18 +129,49 @@ class _BodyHiddenTask(Task):  # type: ignore[type-arg]
     max_retries=MAX_RETRIES,
 )
 def fanout(event_name: str, event_id: str, body: str) -> int:
-    """Enqueue one delivery per enabled endpoint subscribed to ``event_name``, over one connection."""
-    endpoints = registry().subscribed(event_name)
+    """Enqueue one delivery per enabled endpoint subscribed to ``event_name``."""
+    return fan_out([(event_name, event_id, body)])
+
+
+@app.task(
+    base=_EventsTask,
+    name="webhooks.fanout_many",
+    acks_late=True,
+    autoretry_for=(OperationalError, RegistryUnavailableError),
+    max_retries=MAX_RETRIES,
+)
+def fanout_many(events: list[list[str]]) -> int:
+    """``fanout`` for a batch of ``[name, id, body]`` (``publish_events``): one push for all their deliveries."""
+    return fan_out([(name, event_id, body) for name, event_id, body in events])
+
+
+def fan_out(events: Sequence[tuple[str, str, str]]) -> int:
+    """List every delivery of ``events`` as pending, then enqueue them all in one push; return how many.
+
+    A fan-out run twice (a worker lost before its ack) enqueues its deliveries twice; receivers
+    deduplicate on the event id (spec), and the log keeps one record per delivery.
+    """
+    subscribed: dict[str, list[Endpoint]] = {}
+    batch: list[FannedOut] = []
+    for name, event_id, body in events:
+        if name not in subscribed:
+            subscribed[name] = registry().subscribed(name)
+        batch.append(FannedOut(event_id, name, body, [endpoint.id for endpoint in subscribed[name]]))
     try:  # pending first: an attempt's record must never be overwritten by its own pending one
-        delivery_log().enqueued(event_id, event_name, body, [endpoint.id for endpoint in endpoints])
+        delivery_log().enqueued(batch)
     except DeliveryLogError as exc:
-        logger.warning("%s Deliveries of event %s are sent but not listed as pending.", exc, event_id)
-    with app.producer_or_acquire() as producer:
-        for endpoint in endpoints:
-            argsrepr = repr((endpoint.id, event_id))  # keeps the body out of Flower and the logs
-            deliver.apply_async((endpoint.id, event_id, body), producer=producer, argsrepr=argsrepr)  # type: ignore[call-arg]
-    log_fields(logger, logging.INFO, "fanout", event=event_id, name=event_name, endpoints=len(endpoints))
-    return len(endpoints)
+        logger.warning("%s These deliveries are sent but not listed as pending: %s.", exc, events_repr(events))
+    enqueue(app, [delivery_call(ep_id, event.event_id, event.body) for event in batch for ep_id in event.endpoint_ids])
+    for event in batch:
+        log_fields(
+            logger,
+            logging.INFO,
+            "fanout",
+            event=event.event_id,
+            name=event.event_name,
+            endpoints=len(event.endpoint_ids),
+        )
+    return sum(len(event.endpoint_ids) for event in batch)
 
 
 @app.task(

@@ -125,15 +125,24 @@ def service_env(redis_server: RedisServer, registry: Path | str, **settings: str
     return env
 
 
+def nothing_waits(env: Mapping[str, str]) -> bool:
+    """No task is queued or held unacknowledged (a retry waiting for its countdown) in the broker of ``env``."""
+    client = redis.Redis.from_url(env["WEBHOOKS_BROKER_URL"])
+    try:
+        return client.llen("celery") == 0 and client.hlen("unacked") == 0
+    finally:
+        client.close()
+
+
 def write_registry(path: Path, endpoints: list[dict[str, Any]]) -> Path:
     path.write_text(yaml.safe_dump({"endpoints": endpoints}), encoding="utf-8")
     return path
 
 
 class Worker:
-    """A `celery -A webhooks worker` subprocess logging to a file."""
+    """A `celery -A webhooks worker` subprocess logging to a file; the pool comes from the settings."""
 
-    def __init__(self, env: Mapping[str, str], log_path: Path, name: str, concurrency: int = 2) -> None:
+    def __init__(self, env: Mapping[str, str], log_path: Path, name: str, pool: str, concurrency: int) -> None:
         self.log_path = log_path
         self.log = log_path.open("wb")
         self.process = subprocess.Popen(
@@ -144,16 +153,12 @@ class Worker:
                 "worker",
                 "--loglevel",
                 "INFO",
-                "--pool",
-                "prefork",
-                "--concurrency",
-                str(concurrency),
                 "--hostname",
                 f"{name}@%h",
                 "--without-gossip",
                 "--without-mingle",
             ],
-            env=dict(env),
+            env={**env, "WEBHOOKS_WORKER_POOL": pool, "WEBHOOKS_WORKER_CONCURRENCY": str(concurrency)},
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
@@ -183,8 +188,8 @@ class Worker:
 def start_worker(tmp_path: Path) -> Iterator[Any]:
     workers: list[Worker] = []
 
-    def start(env: Mapping[str, str], name: str = "worker", concurrency: int = 2) -> Worker:
-        worker = Worker(env, tmp_path / f"{name}.log", name, concurrency)
+    def start(env: Mapping[str, str], name: str = "worker", pool: str = "threads", concurrency: int = 8) -> Worker:
+        worker = Worker(env, tmp_path / f"{name}.log", name, pool, concurrency)
         workers.append(worker)
         return worker
 

@@ -122,7 +122,6 @@ def test_disable_stops_deliveries_including_a_delivery_waiting_for_its_retry(env
         if f"attempt endpoint={endpoint_id} event={event_id}" in line and "outcome=drop" not in line
     ]
     assert len(posts) == len(attempts) == dropped_attempt - 1
-    assert "raised expected: PermanentDeliveryError" in worker.output()
 
 
 def test_during_a_rotation_old_and_new_secrets_both_verify_and_after_it_only_the_new(env, receiver, start_worker):
@@ -168,7 +167,7 @@ def test_fan_out_to_1000_endpoints_reads_the_registry_in_a_bounded_number_of_rou
         cli(env, "registry", "import", str(path))
         == f"Imported {count} endpoints from {path}: {count} added, 0 updated, 0 unchanged.\n"
     )
-    worker = start_worker(env, concurrency=4)
+    worker = start_worker(env, pool="prefork", concurrency=4)
     stats = store.client()
     stats.config_resetstat()
 

@@ -7,7 +7,6 @@ import json
 import pytest
 
 from tests.cli import assert_error, invoke
-from webhooks import tasks
 from webhooks.registry import MemoryRegistry
 from webhooks.samples import sample_event_kwargs
 from webhooks.services import Services
@@ -18,16 +17,9 @@ SERVICES = Services(Settings(), registry=MemoryRegistry())
 DATA = json.dumps(sample_event_kwargs("message_clicked"))
 
 
-@pytest.fixture
-def enqueued(monkeypatch):
-    calls = []
-    monkeypatch.setattr(tasks.fanout, "apply_async", lambda args, **options: calls.append(args))
-    return calls
-
-
 def published(enqueued, result):
     assert result.exit_code == 0, result.output
-    ((name, event_id, body),) = enqueued
+    ((name, event_id, body),) = [call.args for call in enqueued]
     assert result.stdout == f"{event_id}\n"
     return name, json.loads(body)
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.cli import unreachable_redis
 from webhooks.errors import DeliveryLogError, DeliveryNotFoundError
-from webhooks.log import Attempt, DeliveryLog, State, delivery_id, split_delivery_id
+from webhooks.log import Attempt, DeliveryLog, FannedOut, State, delivery_id, split_delivery_id
 from webhooks.log.records import state_after
 
 BODY = '{"id":"evt_1","name":"user_created"}'
@@ -73,7 +73,7 @@ def test_delivery_ids_split_back_even_when_the_event_id_has_an_at_sign():
 
 
 def test_pending_then_retrying_then_delivered_keeps_every_attempt(log, clock):
-    log.enqueued("evt_1", "user_created", BODY, ["crm", "erp"])
+    log.enqueued([FannedOut("evt_1", "user_created", BODY, ["crm", "erp"])])
     assert log.get("evt_1@crm").state is State.PENDING
     next_at = clock.at() + timedelta(seconds=30)
     record(log, clock, 1, status=503, next_retry_at=next_at, response_excerpt="busy")
@@ -99,7 +99,7 @@ def test_pending_then_retrying_then_delivered_keeps_every_attempt(log, clock):
 
 def test_a_late_pending_write_never_overwrites_an_attempt(log, clock):
     record(log, clock, 1, outcome="delivered", status=200)
-    log.enqueued("evt_1", "user_created", BODY, ["crm"])  # a fan-out run twice after a worker crash
+    log.enqueued([FannedOut("evt_1", "user_created", BODY, ["crm"])])  # a fan-out run twice after a worker crash
     assert log.get("evt_1@crm").state is State.DELIVERED
 
 
@@ -169,7 +169,7 @@ def test_the_cap_holds_and_keeps_the_newest(client, clock):
     log = DeliveryLog(client, retention=7 * 86400, max_records=500, clock=clock)
     endpoints = [f"ep{n}" for n in range(10)]
     for n in range(250):
-        log.enqueued(f"evt_{n}", "user_created", BODY, endpoints)
+        log.enqueued([FannedOut(f"evt_{n}", "user_created", BODY, endpoints)])
         assert len(log) <= 500
         clock.now += 1
     for n in range(500):

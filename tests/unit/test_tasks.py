@@ -89,15 +89,29 @@ def test_an_unsafe_address_is_refused_once_and_not_retried(monkeypatch):
     assert result.result.attempt == 1
 
 
-def test_fanout_enqueues_one_delivery_per_subscribed_enabled_endpoint_over_one_producer(registry, monkeypatch):
-    sent = []
-    monkeypatch.setattr(tasks.deliver, "apply_async", lambda args, **options: sent.append((args, options)))
+def test_fanout_enqueues_one_delivery_per_subscribed_enabled_endpoint_in_one_push(registry, monkeypatch):
+    pushes = []
+    monkeypatch.setattr(tasks, "enqueue", lambda app, calls: pushes.append(calls))
     assert tasks.fanout.apply(args=("user_created", "evt_1", BODY)).get() == 2
-    assert [args[0] for args, _ in sent] == ["crm", "all"]
-    assert all(args == (args[0], "evt_1", BODY) for args, _ in sent)
-    assert len({id(options["producer"]) for _, options in sent}) == 1
-    assert [options["argsrepr"] for _, options in sent] == ["('crm', 'evt_1')", "('all', 'evt_1')"]
+    ((crm, everything),) = pushes
+    assert (crm.name, crm.args, crm.argsrepr) == ("webhooks.deliver", ("crm", "evt_1", BODY), "('crm', 'evt_1')")
+    assert (everything.args, everything.argsrepr) == (("all", "evt_1", BODY), "('all', 'evt_1')")
     assert tasks.fanout.apply(args=("company_created", "evt_2", BODY)).get() == 1
+
+
+def test_fanout_many_pushes_every_delivery_of_a_batch_at_once(registry, monkeypatch):
+    pushes = []
+    monkeypatch.setattr(tasks, "enqueue", lambda app, calls: pushes.append(calls))
+    events = [["user_created", "evt_1", BODY], ["company_created", "evt_2", BODY], ["user_created", "evt_3", BODY]]
+    assert tasks.fanout_many.apply(args=(events,)).get() == 5
+    ((*calls,),) = pushes
+    assert [call.args[:2] for call in calls] == [
+        ("crm", "evt_1"),
+        ("all", "evt_1"),
+        ("all", "evt_2"),
+        ("crm", "evt_3"),
+        ("all", "evt_3"),
+    ]
 
 
 @pytest.fixture
@@ -140,8 +154,7 @@ def test_a_dropped_delivery_is_logged_with_its_reason(registry, log):
     assert delivery.last_result == "Dropped: the endpoint is disabled"
 
 
-def test_fanout_lists_its_deliveries_as_pending_first(registry, log, monkeypatch):
-    monkeypatch.setattr(tasks.deliver, "apply_async", lambda args, **options: None)
+def test_fanout_lists_its_deliveries_as_pending_first(registry, log, enqueued):
     tasks.fanout.apply(args=("user_created", "evt_1", BODY))
     assert {(d.id, d.state) for d in log.find()} == {("evt_1@crm", State.PENDING), ("evt_1@all", State.PENDING)}
 

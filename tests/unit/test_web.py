@@ -9,7 +9,6 @@ import fakeredis
 import pytest
 
 from tests.cli import unreachable_redis
-from webhooks import tasks
 from webhooks.errors import ConfigurationError
 from webhooks.log import Attempt, DeliveryLog, State
 from webhooks.log.records import state_after
@@ -195,14 +194,12 @@ def test_edit_enable_disable_rotate_and_delete(client, registry):
     assert registry.list() == []
 
 
-def test_send_test_event_goes_to_this_endpoint_only(client, registry, monkeypatch):
-    sent = []
-    monkeypatch.setattr(tasks.deliver, "apply_async", lambda args, **options: sent.append(args))
+def test_send_test_event_goes_to_this_endpoint_only(client, registry, enqueued):
     endpoint = registry.add("https://a.example/", ["user_created"])
     page = f"/endpoints/{endpoint.id}"
     response = post(client, f"{page}/test-event", page, event_name="company_created")
     assert response.status_code == 302
-    ((endpoint_id, event_id, body),) = sent
+    ((endpoint_id, event_id, body),) = [call.args for call in enqueued]
     assert endpoint_id == endpoint.id and '"name":"company_created"' in body
 
 
@@ -269,9 +266,7 @@ def test_the_endpoint_screen_lists_recent_deliveries_and_a_delivery_shows_every_
     assert "Redeliver" not in detail  # delivered: nothing to repair
 
 
-def test_redeliver_and_replay_all_failed(client, registry, log, monkeypatch):
-    sent = []
-    monkeypatch.setattr(tasks.deliver, "apply_async", lambda args, **options: sent.append(args))
+def test_redeliver_and_replay_all_failed(client, registry, log, enqueued):
     endpoint = registry.add("https://a.example/", ["all"])
     for event_id in ("evt_a", "evt_b", "evt_c"):
         attempt_series(log, event_id, endpoint.id, [500] * 11)
@@ -279,14 +274,14 @@ def test_redeliver_and_replay_all_failed(client, registry, log, monkeypatch):
     assert "Redeliver" in client.get(detail).get_data(as_text=True)
     response = post(client, f"{detail}/redeliver", detail)
     assert response.status_code == 302
-    assert [args[:2] for args in sent] == [(endpoint.id, "evt_a")]
+    assert [call.args[:2] for call in enqueued] == [(endpoint.id, "evt_a")]
     assert log.get(f"evt_a@{endpoint.id}").state is State.PENDING
     assert post(client, f"{detail}/redeliver", detail).status_code == 409  # already running again
 
     page = f"/endpoints/{endpoint.id}"
     assert "Replay all failed" in client.get(page).get_data(as_text=True)
     post(client, f"{page}/replay", page)
-    assert sorted(args[1] for args in sent[1:]) == ["evt_b", "evt_c"]
+    assert sorted(call.args[1] for call in enqueued[1:]) == ["evt_b", "evt_c"]
     assert "Redelivering 2 failed deliveries" in client.get(page).get_data(as_text=True)
 
 

@@ -7,8 +7,10 @@ leads to live here, so they are tested without Redis.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 
 from webhooks.settings import MAX_ATTEMPTS
 
@@ -45,6 +47,15 @@ def split_delivery_id(value: str) -> tuple[str, str]:
     if not at or not event_id or not endpoint_id:
         raise ValueError(f"{value!r} is not a delivery id (expected EVENT_ID@ENDPOINT_ID).")
     return event_id, endpoint_id
+
+
+class FannedOut(NamedTuple):
+    """One event's deliveries as fan-out enqueues them: listed ``pending`` until their first attempt."""
+
+    event_id: str
+    event_name: str
+    body: str
+    endpoint_ids: Sequence[str]
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ from webhooks.log.records import (
     Delivery,
     DeliverySummary,
     EndpointActivity,
+    FannedOut,
     State,
     delivery_id,
     split_delivery_id,
@@ -90,20 +91,23 @@ class DeliveryLog:
 
     # Writes: workers, fan-out and redelivery.
 
-    def enqueued(self, event_id: str, event_name: str, body: str, endpoint_ids: Sequence[str]) -> None:
-        """Record deliveries as ``pending`` before their tasks are enqueued; a state already there is kept."""
-        if not endpoint_ids:
+    def enqueued(self, events: Sequence[FannedOut]) -> None:
+        """Record deliveries as ``pending`` before their tasks are enqueued, in one round trip for all
+        the events; a state already there is kept (a fan-out run again after a worker crash)."""
+        ids = [delivery_id(event.event_id, endpoint_id) for event in events for endpoint_id in event.endpoint_ids]
+        if not ids:
             return
         now = self._clock()
-        ids = [delivery_id(event_id, endpoint_id) for endpoint_id in endpoint_ids]
         with self._reachable(), self._redis.pipeline(transaction=False) as pipe:
-            for did, endpoint_id in zip(ids, endpoint_ids, strict=True):
-                key = self.KEY_DELIVERY.format(id=did)
-                pipe.hset(key, mapping=self._identity(did, event_name, body))
-                pipe.hsetnx(key, "state", State.PENDING.value)
-                pipe.hsetnx(key, "started_at", now)
-                pipe.expire(key, self.retention)
-                pipe.zadd(self.KEY_BY_ENDPOINT.format(endpoint_id=endpoint_id), {did: now}, nx=True)
+            for event in events:
+                for endpoint_id in event.endpoint_ids:
+                    did = delivery_id(event.event_id, endpoint_id)
+                    key = self.KEY_DELIVERY.format(id=did)
+                    pipe.hset(key, mapping=self._identity(did, event.event_name, event.body))
+                    pipe.hsetnx(key, "state", State.PENDING.value)
+                    pipe.hsetnx(key, "started_at", now)
+                    pipe.expire(key, self.retention)
+                    pipe.zadd(self.KEY_BY_ENDPOINT.format(endpoint_id=endpoint_id), {did: now}, nx=True)
             pipe.zadd(self.KEY_ALL, dict.fromkeys(ids, now), nx=True)
             pipe.zremrangebyscore(self.KEY_ALL, "-inf", f"({now - self.retention}")
             pipe.zcard(self.KEY_ALL)
