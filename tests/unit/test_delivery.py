@@ -84,6 +84,17 @@ def test_send_does_not_follow_redirects():
 
 
 @responses.activate
+def test_the_session_ignores_proxies_and_netrc_from_the_environment(monkeypatch, tmp_path):
+    (tmp_path / ".netrc").write_text("machine crm.example.com login someone password hunter2\n")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("HTTPS_PROXY", "http://10.0.0.1:3128")
+    responses.post("https://crm.example.com/hooks", status=200)
+    result = send(new_session(Settings()), endpoint(), BODY, timeout=(1, 1), now=NOW)
+    assert result.outcome is Outcome.DELIVERED
+    assert "Authorization" not in responses.calls[0].request.headers
+
+
+@responses.activate
 @pytest.mark.parametrize(
     "error", [requests.ConnectTimeout("connect timed out"), requests.ReadTimeout("read"), requests.ConnectionError("x")]
 )

@@ -15,6 +15,7 @@ def test_defaults_match_the_documented_ones(monkeypatch):
     assert settings.registry == "config/endpoints.yaml"
     assert settings.store_url == "redis://localhost:6379/0"
     assert settings.allow_private_networks is False
+    assert (settings.worker_pool, settings.worker_concurrency) == ("threads", 64)
 
 
 def test_environment_variables_use_the_prefix(monkeypatch):
@@ -51,3 +52,16 @@ def test_settings_cannot_be_swapped_once_the_celery_app_is_built():
 
     with pytest.raises(ConfigurationError, match="before the Celery app is built"):
         use_settings(Settings())
+
+
+def test_the_celery_app_takes_its_pool_from_the_settings():
+    from webhooks.celery_app import create_celery_app
+
+    app = create_celery_app(load_settings(worker_pool="prefork", worker_concurrency=8))
+    assert (app.conf.worker_pool, app.conf.worker_concurrency) == ("prefork", 8)
+    assert (app.conf.task_acks_late, app.conf.worker_prefetch_multiplier) == (True, 1)
+
+
+def test_an_unknown_pool_is_named():
+    with pytest.raises(ConfigurationError, match="WEBHOOKS_WORKER_POOL"):
+        load_settings(worker_pool="gevent")
