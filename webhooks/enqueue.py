@@ -104,7 +104,7 @@ def task_message(call: TaskCall, queue: str) -> bytes:
             "delivery_info": {"exchange": "", "routing_key": queue},
             "priority": 0,
             "body_encoding": "base64",
-            "delivery_tag": str(uuid4()),
+            "delivery_tag": task_id,  # unique per message too; kombu keys unacknowledged messages by it
         },
     }
     return json.dumps(envelope).encode()
