@@ -13,14 +13,22 @@ thread waits for a fraction of a process's memory (README: Performance).
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from typing import Any
 
-from celery import Celery
+from celery import Celery, bootsteps
 from celery.signals import after_setup_logger, after_setup_task_logger
+from kombu.exceptions import OperationalError
 
+from webhooks.enqueue import release_due, uses_redis
 from webhooks.logformat import use_json_lines
 from webhooks.settings import Settings, get_settings
 
+logger = logging.getLogger("webhooks.worker")
+
+#: Seconds between two moves of due retries onto the queue, in each worker.
+RELEASE_INTERVAL_SECONDS = 0.5
 #: Seconds a publish may spend reaching the broker before publish_event() gives up.
 BROKER_CONNECT_TIMEOUT_SECONDS = 3
 
@@ -55,11 +63,41 @@ def create_celery_app(settings: Settings) -> Celery:
         task_send_sent_event=True,
         worker_hijack_root_logger=False,
     )
+    app.steps["worker"].add(ReleaseDueRetries)
     after_setup_logger.connect(_quiet_task_lines, weak=False)
     if settings.log_format == "json":
         after_setup_logger.connect(_json_lines, weak=False)
         after_setup_task_logger.connect(_json_lines, weak=False)
     return app
+
+
+class ReleaseDueRetries(bootsteps.StartStopStep):
+    """In every worker, a thread that moves retries whose time has come from Redis onto the queue."""
+
+    requires = ("celery.worker.components:Pool",)  # started after a prefork pool has forked its children
+
+    def __init__(self, parent: Any, **kwargs: Any) -> None:
+        super().__init__(parent, **kwargs)
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, parent: Any) -> None:
+        if uses_redis(parent.app):
+            self._thread = threading.Thread(target=self._run, args=(parent.app,), name="release-due-retries")
+            self._thread.daemon = True
+            self._thread.start()
+
+    def stop(self, parent: Any) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=RELEASE_INTERVAL_SECONDS * 4)
+
+    def _run(self, app: Celery) -> None:
+        while not self._stopping.wait(RELEASE_INTERVAL_SECONDS):
+            try:
+                release_due(app, time.time())
+            except OperationalError as exc:  # the worker's own connection reports the outage too; keep trying
+                logger.warning("Due retries cannot be moved to the queue: %s", exc)
 
 
 def _quiet_task_lines(**_: Any) -> None:

@@ -1,4 +1,4 @@
-"""Put many task messages on the broker in one round trip.
+"""Put task messages on the broker: many in one round trip, or a retry to wait in Redis for its time.
 
 Celery's ``apply_async`` costs about a millisecond a call: kombu acquires a producer, checks the
 connection and builds a Redis client for every publish, so fanning one event out to 1,000
@@ -10,6 +10,12 @@ of them in one pipeline on a long-lived client. Other brokers (the demo's ``memo
 
 The one thing given up on Redis: the "task-sent" event. Flower lists a task from the moment a
 worker receives it, as it does for every retry.
+
+A retry, left to Celery, is a message with a countdown that a worker fetches at once and holds in
+memory until it is due: about 12 KiB of worker memory per waiting retry, all of it lost from the
+worker (and redelivered by Redis only after the visibility timeout) if the worker dies. Here it
+waits in a Redis sorted set scored by when it is due, and every worker moves the due ones onto
+the queue twice a second (``release_due``, atomic in Redis, so workers never move one twice).
 """
 
 from __future__ import annotations
@@ -31,6 +37,10 @@ from redis.retry import Retry
 
 #: Broker URL schemes whose queues are Redis lists this module can push to directly.
 REDIS_SCHEMES = ("redis://", "rediss://")
+#: The sorted set of task messages waiting for their time (retries), scored by when they are due (Unix seconds).
+KEY_WAITING = "webhooks:waiting"
+#: Most waiting messages one release moves to the queue.
+RELEASE_BATCH = 1000
 #: Seconds to reach the broker and then for each answer: a dead broker fails a publish fast.
 CONNECT_TIMEOUT_SECONDS = 3
 SOCKET_TIMEOUT_SECONDS = 6
@@ -43,6 +53,9 @@ class TaskCall:
     name: str
     args: tuple[Any, ...]
     argsrepr: str
+    #: A retry keeps its task's id and counts its retries; a new task gets a new id.
+    task_id: str | None = None
+    retries: int = 0
 
 
 def enqueue(app: Celery, calls: Sequence[TaskCall]) -> None:
@@ -50,7 +63,7 @@ def enqueue(app: Celery, calls: Sequence[TaskCall]) -> None:
     if not calls:
         return
     url = app.conf.broker_url
-    if not url.startswith(REDIS_SCHEMES):
+    if not uses_redis(app):
         with app.producer_or_acquire() as producer:
             for call in calls:
                 app.send_task(call.name, call.args, producer=producer, argsrepr=call.argsrepr, ignore_result=True)
@@ -63,13 +76,55 @@ def enqueue(app: Celery, calls: Sequence[TaskCall]) -> None:
         raise OperationalError(str(exc)) from exc
 
 
+def enqueue_later(app: Celery, call: TaskCall, due: float) -> bool:
+    """Keep ``call`` in Redis until ``due`` (Unix seconds); False when the broker is not Redis.
+
+    Raises kombu's OperationalError if the broker is unreachable.
+    """
+    if not uses_redis(app):
+        return False
+    message = task_message(call, app.conf.task_default_queue)
+    try:
+        broker_client(app.conf.broker_url).zadd(KEY_WAITING, {message: due})
+    except redis.RedisError as exc:
+        raise OperationalError(str(exc)) from exc
+    return True
+
+
+#: KEYS: the waiting set, the queue. ARGV: now, how many at most. Moves what is due; returns how many.
+_RELEASE_DUE = """
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
+if #due > 0 then
+    redis.call('ZREM', KEYS[1], unpack(due))
+    redis.call('LPUSH', KEYS[2], unpack(due))
+end
+return #due
+"""
+
+
+def release_due(app: Celery, now: float) -> int:
+    """Move the waiting messages due by ``now`` onto the queue, in one atomic step; return how many."""
+    if not uses_redis(app):
+        return 0
+    client = broker_client(app.conf.broker_url)
+    try:
+        return int(client.eval(_RELEASE_DUE, 2, KEY_WAITING, app.conf.task_default_queue, now, RELEASE_BATCH))
+    except redis.RedisError as exc:
+        raise OperationalError(str(exc)) from exc
+
+
+def uses_redis(app: Celery) -> bool:
+    """Whether the broker's queues are Redis lists this module can write to."""
+    return str(app.conf.broker_url).startswith(REDIS_SCHEMES)
+
+
 def task_message(call: TaskCall, queue: str) -> bytes:
     """The JSON document kombu's Redis transport would push for ``call``: Celery's message protocol 2.
 
     Built by hand rather than with ``app.amqp.create_task_message`` (five times slower); a unit test
     holds the two equal, so a Celery upgrade that changes the protocol fails there first.
     """
-    task_id = str(uuid4())
+    task_id = call.task_id or str(uuid4())
     headers: dict[str, Any] = {
         "lang": "py",
         "task": call.name,
@@ -79,7 +134,7 @@ def task_message(call: TaskCall, queue: str) -> bytes:
         "expires": None,
         "group": None,
         "group_index": None,
-        "retries": 0,
+        "retries": call.retries,
         "timelimit": [None, None],  # the worker applies the task's own limits
         "root_id": task_id,
         "parent_id": None,

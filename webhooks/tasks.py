@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from functools import cache
@@ -26,7 +27,7 @@ from kombu.exceptions import OperationalError
 
 from webhooks.celery_app import app, settings
 from webhooks.delivery import AttemptResult, Outcome, send, thread_session
-from webhooks.enqueue import TaskCall, enqueue
+from webhooks.enqueue import TaskCall, enqueue, enqueue_later
 from webhooks.errors import (
     DeliveryLogError,
     EndpointNotFoundError,
@@ -101,6 +102,18 @@ class _BodyHiddenTask(Task):  # type: ignore[type-arg]
     def shown(args: tuple[Any, ...]) -> str:
         """What Flower and the logs show of the arguments."""
         return repr(tuple(args[:2]))
+
+    def apply_async(  # type: ignore[override]
+        self, args: tuple[Any, ...] | None = None, kwargs: dict[str, Any] | None = None, **options: Any
+    ) -> Any:
+        """A retry (a countdown, from ``self.retry`` or autoretry) waits in Redis, not in a worker's memory."""
+        countdown, task_id = options.get("countdown"), options.get("task_id")
+        if countdown is not None and task_id is not None and not kwargs:
+            args = tuple(args or ())
+            retry = TaskCall(self.name, args, self.shown(args), task_id=task_id, retries=options.get("retries", 0))
+            if enqueue_later(self.app, retry, time.time() + countdown):
+                return self.AsyncResult(task_id)
+        return super().apply_async(args, kwargs, **options)
 
 
 class _EventsTask(_BodyHiddenTask):

@@ -25,6 +25,7 @@ import yaml
 
 from tests.receiver import Receiver
 from tests.waiting import wait_until
+from webhooks.enqueue import KEY_WAITING
 
 pytestmark = pytest.mark.integration
 
@@ -126,10 +127,10 @@ def service_env(redis_server: RedisServer, registry: Path | str, **settings: str
 
 
 def nothing_waits(env: Mapping[str, str]) -> bool:
-    """No task is queued or held unacknowledged (a retry waiting for its countdown) in the broker of ``env``."""
+    """No task is queued, held unacknowledged or waiting for its retry in the broker of ``env``."""
     client = redis.Redis.from_url(env["WEBHOOKS_BROKER_URL"])
     try:
-        return client.llen("celery") == 0 and client.hlen("unacked") == 0
+        return client.llen("celery") == 0 and client.hlen("unacked") == 0 and client.zcard(KEY_WAITING) == 0
     finally:
         client.close()
 

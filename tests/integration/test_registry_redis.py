@@ -16,6 +16,7 @@ import pytest
 from tests.integration.conftest import BIN, RedisServer, publish, running_redis_server, service_env, write_registry
 from tests.receiver import always
 from tests.waiting import wait_until
+from webhooks.enqueue import KEY_WAITING
 from webhooks.samples import sample_event_kwargs
 from webhooks.signing import HEADER, SignatureError, verify
 
@@ -113,8 +114,11 @@ def test_disable_stops_deliveries_including_a_delivery_waiting_for_its_retry(env
     assert line.endswith('reason="the endpoint is disabled"')
     dropped_attempt = int(line.split(dropped)[1].split()[0])
     assert dropped_attempt >= 2  # a retry, scheduled before the disable, is what was dropped
-    # Nothing is left to run: no retry waits in the worker (unacked) or in the queue.
-    wait_until(lambda: broker.hlen("unacked") == 0 and broker.llen("celery") == 0, what="no pending task")
+    # Nothing is left to run: no retry waits in Redis, in the worker (unacked) or in the queue.
+    wait_until(
+        lambda: broker.hlen("unacked") == 0 and broker.llen("celery") == 0 and broker.zcard(KEY_WAITING) == 0,
+        what="no pending task",
+    )
     posts = deliveries(receiver, "/failing", event_id)
     attempts = [  # the drop is logged as an attempt too, without a POST
         line

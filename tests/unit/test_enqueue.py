@@ -12,7 +12,7 @@ from kombu.exceptions import OperationalError
 from tests.cli import unreachable_redis
 from webhooks import enqueue as enqueue_module
 from webhooks.celery_app import app
-from webhooks.enqueue import TaskCall, enqueue, task_message
+from webhooks.enqueue import KEY_WAITING, TaskCall, enqueue, enqueue_later, release_due, task_message
 
 CALL = TaskCall("webhooks.deliver", ("crm", "evt_1", '{"id":"evt_1"}'), "('crm', 'evt_1')")
 
@@ -46,3 +46,38 @@ def test_an_unreachable_redis_broker_raises_operational_error(monkeypatch):
     monkeypatch.setattr(enqueue_module, "broker_client", lambda url: unreachable_redis())
     with pytest.raises(OperationalError):
         enqueue(app, [CALL])
+
+
+@pytest.fixture
+def redis_broker(monkeypatch):
+    server = fakeredis.FakeServer()
+    monkeypatch.setattr(app.conf, "broker_url", "redis://127.0.0.1:1/0")
+    monkeypatch.setattr(enqueue_module, "broker_client", lambda url: fakeredis.FakeRedis(server=server))
+    return fakeredis.FakeRedis(server=server)
+
+
+def test_a_retry_waits_in_redis_until_it_is_due_then_moves_to_the_queue_once(redis_broker):
+    retry = TaskCall(CALL.name, CALL.args, CALL.argsrepr, task_id="task-1", retries=3)
+    assert enqueue_later(app, retry, due=1000.0)
+    assert release_due(app, now=999.0) == 0 and redis_broker.llen("celery") == 0
+    assert release_due(app, now=1000.0) == 1
+    assert release_due(app, now=1001.0) == 0  # moved once, whoever asks again
+    (message,) = redis_broker.lrange("celery", 0, -1)
+    headers = json.loads(message)["headers"]
+    assert (headers["id"], headers["retries"], headers["argsrepr"]) == ("task-1", 3, CALL.argsrepr)
+    assert redis_broker.zcard(KEY_WAITING) == 0
+
+
+def test_other_brokers_leave_the_countdown_to_celery():
+    assert not enqueue_later(app, CALL, due=0.0)  # the unit tests' memory:// broker
+    assert release_due(app, now=0.0) == 0
+
+
+def test_a_delivery_retry_goes_to_the_waiting_set_with_its_id_and_count(redis_broker):
+    from webhooks import tasks
+
+    tasks.deliver.apply_async(CALL.args, task_id="task-2", countdown=30, retries=4)
+    ((message, due),) = redis_broker.zrange(KEY_WAITING, 0, -1, withscores=True)
+    headers = json.loads(message)["headers"]
+    assert (headers["id"], headers["retries"], headers["argsrepr"]) == ("task-2", 4, "('crm', 'evt_1')")
+    assert due > 0
