@@ -134,25 +134,21 @@ def delivery_call(endpoint_id: str, event_id: str, body: str) -> TaskCall:
     return TaskCall("webhooks.deliver", (endpoint_id, event_id, body), repr((endpoint_id, event_id)))
 
 
-@app.task(
-    base=_BodyHiddenTask,
-    name="webhooks.fanout",
-    acks_late=True,
-    autoretry_for=(OperationalError, RegistryUnavailableError),
-    max_retries=MAX_RETRIES,
-)
+#: Both fan-out tasks: acknowledged once every delivery is enqueued; a broker or registry outage retries them.
+_FANOUT_OPTIONS: dict[str, Any] = {
+    "acks_late": True,
+    "autoretry_for": (OperationalError, RegistryUnavailableError),
+    "max_retries": MAX_RETRIES,
+}
+
+
+@app.task(base=_BodyHiddenTask, name="webhooks.fanout", **_FANOUT_OPTIONS)
 def fanout(event_name: str, event_id: str, body: str) -> int:
     """Enqueue one delivery per enabled endpoint subscribed to ``event_name``."""
     return fan_out([(event_name, event_id, body)])
 
 
-@app.task(
-    base=_EventsTask,
-    name="webhooks.fanout_many",
-    acks_late=True,
-    autoretry_for=(OperationalError, RegistryUnavailableError),
-    max_retries=MAX_RETRIES,
-)
+@app.task(base=_EventsTask, name="webhooks.fanout_many", **_FANOUT_OPTIONS)
 def fanout_many(events: list[list[str]]) -> int:
     """``fanout`` for a batch of ``[name, id, body]`` (``publish_events``): one push for all their deliveries."""
     return fan_out([(name, event_id, body) for name, event_id, body in events])
