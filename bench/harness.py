@@ -1,0 +1,211 @@
+"""The benchmark's machinery: it starts a redis-server, the receiver and worker processes, and stops
+exactly what it started; it reads their memory and CPU from /proc; it waits on conditions, never sleeps."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import redis
+import requests
+
+T = TypeVar("T")
+BIN = Path(sys.executable).parent
+#: The secret every benchmark endpoint signs with; the receiver verifies each request with it.
+SECRET = "whsec_benchmark-secret-0123456789abcdef"
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class BenchError(Exception):
+    """Something the benchmark needs did not happen; the message says what."""
+
+
+def wait_until(predicate: Callable[[], T], *, timeout: float, what: str, interval: float = 0.02) -> T:
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            raise BenchError(f"Timed out after {timeout} s waiting for {what}.")
+        time.sleep(interval)
+    return value
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of ``pid`` and all its descendants."""
+    return sum(_statm_rss(p) for p in [pid, *descendants(pid)])
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of ``pid`` so far (its children's only once they have exited)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        found.append(child)
+        todo.extend(children.get(child, []))
+    return found
+
+
+def _statm_rss(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE_SIZE
+    except (OSError, IndexError):
+        return 0
+
+
+@dataclass
+class Process:
+    """A child process logging to a file, stopped with SIGTERM (then SIGKILL) by :meth:`stop`."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+
+    def output(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def stop(self) -> None:
+        if self.alive():
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(timeout=10)
+
+
+@dataclass
+class Harness:
+    """Owns every process the benchmark starts, so that all of them, and only they, are stopped."""
+
+    workdir: Path
+    processes: list[Process] = field(default_factory=list)
+    redis_port: int = 0
+    receiver_port: int = 0
+
+    def start(self, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> Process:
+        log_path = self.workdir / f"{name}.log"
+        with log_path.open("wb") as log:
+            popen = subprocess.Popen(argv, env=dict(env or os.environ), stdout=log, stderr=subprocess.STDOUT)
+        process = Process(name, popen, log_path)
+        self.processes.append(process)
+        return process
+
+    def stop(self, process: Process) -> None:
+        process.stop()
+        self.processes.remove(process)
+
+    def stop_all(self) -> None:
+        for process in reversed(list(self.processes)):
+            self.stop(process)
+
+    # The shared servers: Redis and the receiver.
+
+    @property
+    def redis_url(self) -> str:
+        return f"redis://127.0.0.1:{self.redis_port}/0"
+
+    def redis(self, db: int = 0) -> redis.Redis:
+        return redis.Redis(port=self.redis_port, db=db)
+
+    def start_servers(self) -> None:
+        executable = shutil.which("redis-server")
+        if executable is None:
+            raise BenchError("redis-server is not on the PATH: install it (apt-get install -y redis-server).")
+        self.redis_port = free_port()
+        self.start(
+            "redis",
+            [executable, "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+            + ["--dir", str(self.workdir)],
+        )
+        wait_until(self._redis_answers, timeout=15, what="redis-server to answer PING")
+        self.receiver_port = free_port()
+        self.receiver_process = self.start(
+            "receiver",
+            [sys.executable, "-m", "bench.receiver", "--port", str(self.receiver_port), "--secret", SECRET],
+        )
+        wait_until(self._receiver_answers, timeout=15, what="the receiver to answer")
+
+    def _redis_answers(self) -> bool:
+        try:
+            return bool(self.redis().ping())
+        except redis.ConnectionError:
+            return False
+
+    def _receiver_answers(self) -> bool:
+        try:
+            return requests.post(self.receiver_url("/_reset"), timeout=1).ok
+        except requests.ConnectionError:
+            return False
+
+    def receiver_url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.receiver_port}{path}"
+
+    def endpoint_url(self, label: str, delay_ms: int = 0, status: int = 200) -> str:
+        return self.receiver_url(f"/{delay_ms}/{status}/{label}")
+
+    def receiver_stats(self, arrivals: bool = False) -> dict[str, Any]:
+        path = "/_stats?arrivals=1" if arrivals else "/_stats"
+        stats: dict[str, Any] = requests.get(self.receiver_url(path), timeout=30).json()
+        return stats
+
+    def reset_receiver(self) -> None:
+        requests.post(self.receiver_url("/_reset"), timeout=5).raise_for_status()
+
+    def wait_for_arrivals(self, count: int, *, timeout: float, what: str) -> dict[str, Any]:
+        """Wait until the receiver has ``count`` requests; fail if a process failed or a signature was wrong."""
+
+        def arrived() -> dict[str, Any] | None:
+            for process in self.processes:
+                if process.popen.poll() not in (None, 0):
+                    raise BenchError(f"{process.name} exited:\n{process.output()[-3000:]}")
+            stats = self.receiver_stats()
+            return stats if stats["count"] >= count else None
+
+        stats = wait_until(arrived, timeout=timeout, what=what, interval=0.05)
+        if stats["bad_signatures"]:
+            raise BenchError(f"{stats['bad_signatures']} of {stats['count']} requests failed signature checks.")
+        return stats
+
+
+@contextmanager
+def harness(workdir: Path) -> Iterator[Harness]:
+    """A harness with Redis and the receiver running; everything it started is stopped on exit."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    owned = Harness(workdir)
+    try:
+        owned.start_servers()
+        yield owned
+    finally:
+        owned.stop_all()

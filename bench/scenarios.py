@@ -1,0 +1,412 @@
+"""Scenarios A-G of the benchmark, each run ``repeat`` times per sender in one run on one machine.
+
+Workers are started once per sender and phase (their start-up is never timed); throughput is
+counted at the receiver from the first to the last arrival, so only sending is measured.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from bench.events import bodies
+from bench.harness import Harness, Process, cpu_seconds, rss_bytes, wait_until
+from bench.report import Row, Stat
+from bench.senders import (
+    STORE_DB,
+    drop_queues,
+    naive_app,
+    naive_prefill,
+    naive_publisher,
+    naive_worker,
+    ours_workers,
+    publish_batch,
+    publish_one,
+    queues_empty,
+    raw_clients,
+    register,
+)
+from webhooks.enqueue import KEY_WAITING
+
+MB = 1024 * 1024
+#: Seconds to wait for the deliveries of one run before declaring the run broken.
+RUN_TIMEOUT_SECONDS = 600
+#: Threads of each raw client on slow receivers, as many as one of our worker processes has.
+RAW_THREADS_SLOW = 64
+FANOUT_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}):[^\]]*\] fanout event=(\S+)", re.MULTILINE)
+
+
+@dataclass
+class Plan:
+    """How much to run: the full benchmark, or ``--quick`` (a tenth of the counts) to check the harness."""
+
+    repeat: int = 3
+    scale: float = 1.0
+    only: frozenset[str] = frozenset("ABCDEFG")
+
+    def n(self, count: int) -> int:
+        return max(10, round(count * self.scale))
+
+
+@dataclass
+class Results:
+    """Every measured value, by (measure, sender), in the order taken."""
+
+    values: dict[tuple[str, str], list[float]] = field(default_factory=lambda: defaultdict(list))
+
+    def add(self, measure: str, sender: str, value: float) -> None:
+        self.values[(measure, sender)].append(value)
+
+    def stat(self, measure: str, sender: str) -> Stat | None:
+        values = self.values.get((measure, sender))
+        return Stat(values) if values else None
+
+    def median(self, measure: str, sender: str) -> float | None:
+        values = self.values.get((measure, sender))
+        return statistics.median(values) if values else None
+
+
+@dataclass
+class Throughput:
+    rate: float
+    receiver_cpu: float
+    span: float
+
+
+def receive(harness: Harness, count: int, start: Callable[[], object]) -> Throughput:
+    """Deliveries per second of ``count`` deliveries that ``start()`` sets off, first to last arrival."""
+    harness.reset_receiver()
+    cpu_before = harness.receiver_stats()["cpu_seconds"]
+    start()
+    stats = harness.wait_for_arrivals(count, timeout=RUN_TIMEOUT_SECONDS, what=f"{count} deliveries")
+    span = max(stats["last"] - stats["first"], 1e-6)
+    wait_until(lambda: queues_empty(harness), timeout=60, what="every task to be acknowledged")
+    return Throughput((stats["count"] - 1) / span, (stats["cpu_seconds"] - cpu_before) / span, span)
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+# Phase 0, no workers running: publishing (C) and the naive fan-out loop (D).
+
+
+def publish_costs(harness: Harness, plan: Plan, results: Results) -> None:
+    calls = plan.n(2000)
+    naive_delay = naive_publisher(harness, harness.endpoint_url("naive"))
+    payloads = [body for _, body in bodies(calls)]
+    for _ in range(plan.repeat):
+        for sender, publish in (("ours", lambda _: publish_one()), ("naive", naive_delay)):
+            for body in payloads[:50]:  # connections and caches warm
+                publish(body)
+            latencies = []
+            for body in payloads:
+                started = time.perf_counter()
+                publish(body)
+                latencies.append(time.perf_counter() - started)
+            results.add("C p50", sender, percentile(latencies, 0.5) * 1000)
+            results.add("C p99", sender, percentile(latencies, 0.99) * 1000)
+            results.add("C rate", sender, len(latencies) / sum(latencies))
+        started = time.perf_counter()
+        publish_batch(plan.n(10_000))
+        results.add("C batch", "ours", plan.n(10_000) / (time.perf_counter() - started))
+        drop_queues(harness)
+
+
+def naive_fanout(harness: Harness, plan: Plan, results: Results) -> None:
+    task = naive_app(harness).tasks["naive.deliver"]
+    url = harness.endpoint_url("fanout")
+    ((_, body),) = bodies(1)
+    for _ in range(plan.repeat):
+        started = time.perf_counter()
+        for _ in range(1000):
+            task.apply_async((url, "whsec_x", body))
+        results.add("D", "naive", time.perf_counter() - started)
+        drop_queues(harness)
+
+
+# Phase 1, our workers: A, F (memory after A), B, D, E.
+
+
+def ours_phase(harness: Harness, plan: Plan, results: Results) -> None:
+    with ours_workers(harness) as workers:
+        if plan.only & set("AEF"):
+            register(harness, [harness.endpoint_url("ours")])
+            for _ in range(plan.repeat):
+                count = plan.n(5000)
+                result = receive(harness, count, lambda count=count: publish_batch(count))
+                results.add("A", "ours", result.rate)
+                results.add("A receiver CPU", "ours", result.receiver_cpu * 100)
+            results.add("F after A", "ours", sum(rss_bytes(w.popen.pid) for w in workers) / MB)
+            results.add("F after A, one process", "ours", max(rss_bytes(w.popen.pid) for w in workers) / MB)
+        if "B" in plan.only:
+            slow_receivers(harness, plan, results, "ours")
+        if "D" in plan.only:
+            ours_fanout(harness, plan, results, workers)
+        if "E" in plan.only:
+            register(harness, [harness.endpoint_url("ours")])
+            rate = (results.median("A", "ours") or 300.0) / 2
+            latency(harness, plan, results, "ours", rate, lambda event_id, body: publish_one())
+
+
+def slow_receivers(harness: Harness, plan: Plan, results: Results, sender: str) -> None:
+    """B: the receiver answers after 100 ms, then after 1 s (fewer deliveries; the naive sender: fewer still)."""
+    counts = {"ours": (5000, 1000), "naive": (200, 20)}[sender]
+    for measure, delay_ms, count in zip(("B 100 ms", "B 1 s"), (100, 1000), counts, strict=True):
+        url = harness.endpoint_url(sender, delay_ms)
+        if sender == "ours":
+            register(harness, [url])
+        count = plan.n(count)
+        for _ in range(plan.repeat):
+            if sender == "ours":
+                result = receive(harness, count, lambda count=count: publish_batch(count))
+            else:
+                result = receive(harness, count, lambda url=url, count=count: naive_prefill(harness, url, count))
+            results.add(measure, sender, result.rate)
+
+
+def ours_fanout(harness: Harness, plan: Plan, results: Results, workers: list[Process]) -> None:
+    """D: publish one event to 1,000 Redis-registered endpoints; time until its worker logs the fan-out done.
+
+    The ``fanout`` line is written right after the one push of all 1,000 deliveries.
+    """
+    register(harness, [harness.endpoint_url("fanout")] * 1000)
+    for _ in range(plan.repeat):
+        harness.reset_receiver()
+        published_at = time.time()
+        event_id = publish_one()
+        logged = wait_until(
+            lambda event_id=event_id: fanout_time(workers, event_id), timeout=60, what="the fan-out line"
+        )
+        results.add("D", "ours", logged - published_at)
+        harness.wait_for_arrivals(1000, timeout=RUN_TIMEOUT_SECONDS, what="1,000 fanned-out deliveries")
+        wait_until(lambda: queues_empty(harness), timeout=60, what="every task to be acknowledged")
+
+
+def fanout_time(workers: list[Process], event_id: str) -> float | None:
+    for worker in workers:
+        for stamp, logged_id in FANOUT_LINE.findall(worker.output()):
+            if logged_id == event_id:
+                return datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    return None
+
+
+def latency(
+    harness: Harness, plan: Plan, results: Results, sender: str, rate: float, publish: Callable[[str, str], str]
+) -> None:
+    """E: publish at ``rate`` for about 10 s and time each event from its publish to its arrival.
+
+    ``publish(event_id, body)`` returns the id of the event the receiver will see.
+    """
+    count = plan.n(round(rate * 10))
+    payloads = bodies(count)
+    for _ in range(plan.repeat):
+        harness.reset_receiver()
+        published: dict[str, float] = {}
+        started = time.monotonic()
+        for n, (event_id, body) in enumerate(payloads):
+            pause = started + n / rate - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)  # pacing the publisher, not waiting for a result
+            at = time.time()
+            published[publish(event_id, body)] = at
+        harness.wait_for_arrivals(count, timeout=RUN_TIMEOUT_SECONDS, what=f"{count} deliveries")
+        arrivals = {event_id: at for at, event_id in harness.receiver_stats(arrivals=True)["arrivals"]}
+        latencies = [(arrivals[event_id] - at) * 1000 for event_id, at in published.items()]
+        results.add("E p50", sender, percentile(latencies, 0.5))
+        results.add("E p99", sender, percentile(latencies, 0.99))
+        results.add("E rate", sender, rate)
+        wait_until(lambda: queues_empty(harness), timeout=60, what="every task to be acknowledged")
+
+
+# Phase 2 and 3: the naive sender and the raw client on A, B (and E for the naive sender).
+
+
+def naive_phase(harness: Harness, plan: Plan, results: Results) -> None:
+    with naive_worker(harness) as worker:
+        url = harness.endpoint_url("naive")
+        if plan.only & set("AE"):
+            for _ in range(plan.repeat):
+                count = plan.n(5000)
+                result = receive(harness, count, lambda count=count: naive_prefill(harness, url, count))
+                results.add("A", "naive", result.rate)
+            results.add("F after A", "naive", rss_bytes(worker.popen.pid) / MB)
+        if "B" in plan.only:
+            slow_receivers(harness, plan, results, "naive")
+        if "E" in plan.only:
+            rate = (results.median("A", "naive") or 100.0) / 2
+            delay = naive_publisher(harness, url)
+            latency(harness, plan, results, "naive", rate, lambda event_id, body: (delay(body), event_id)[1])
+
+
+def raw_phase(harness: Harness, plan: Plan, results: Results) -> None:
+    for measure, delay_ms, threads in (("A", 0, 1), ("B 100 ms", 100, RAW_THREADS_SLOW)):
+        if measure[0] not in plan.only:
+            continue
+        url = harness.endpoint_url("raw", delay_ms)
+        for _ in range(plan.repeat):
+            count = plan.n(5000)
+            harness.reset_receiver()
+            with raw_clients(harness, url, count, threads):
+                stats = harness.wait_for_arrivals(count, timeout=RUN_TIMEOUT_SECONDS, what=f"{count} raw posts")
+            results.add(measure, "raw", (stats["count"] - 1) / (stats["last"] - stats["first"]))
+
+
+# Phase 4: memory with 10,000 deliveries waiting for their retry.
+
+
+def waiting_retries(harness: Harness, plan: Plan, results: Results) -> None:
+    count = plan.n(10_000)
+    for _ in range(plan.repeat):
+        # A first retry up to 600 s away: during the measurement no retry comes due.
+        with ours_workers(harness, RETRY_BACKOFF="600") as workers:
+            register(harness, [harness.endpoint_url("warm-up", 100)])
+            receive(harness, plan.n(2000), lambda: publish_batch(plan.n(2000)))  # every thread started
+            before = sum(rss_bytes(w.popen.pid) for w in workers)
+            redis_before = harness.redis().info("memory")["used_memory"]
+            register(harness, [harness.endpoint_url("retry", 0, 503)])
+            harness.reset_receiver()
+            publish_batch(count)
+            harness.wait_for_arrivals(count, timeout=RUN_TIMEOUT_SECONDS, what=f"{count} failing first attempts")
+            wait_until(lambda: retries_waiting(harness) >= count, timeout=120, what="the retries to wait in Redis")
+            results.add("F retries", "ours", (sum(rss_bytes(w.popen.pid) for w in workers) - before) / MB)
+            results.add(
+                "F retries in Redis", "ours", (harness.redis().info("memory")["used_memory"] - redis_before) / MB
+            )
+        harness.redis().delete(KEY_WAITING)
+        harness.redis(STORE_DB).flushdb()
+
+
+def retries_waiting(harness: Harness) -> int:
+    client = harness.redis()
+    idle = client.llen("celery") == 0 and client.hlen("unacked") == 0
+    return int(client.zcard(KEY_WAITING)) if idle else 0
+
+
+# Phase 5: scale-out on scenario B.
+
+
+def scale_out(harness: Harness, plan: Plan, results: Results) -> None:
+    for processes in (1, 2, 4):
+        with ours_workers(harness, processes) as workers:
+            url = harness.endpoint_url("scale", 100)
+            register(harness, [url])
+            for _ in range(plan.repeat):
+                count = plan.n(3000)
+                cpu_before = sum(cpu_seconds(w.popen.pid) for w in workers)
+                result = receive(harness, count, lambda count=count: publish_batch(count))
+                busy = (sum(cpu_seconds(w.popen.pid) for w in workers) - cpu_before) / result.span
+                results.add(f"G {processes}", "ours", result.rate)
+                results.add(f"G {processes} cores", "ours", busy)
+
+
+PHASES: list[tuple[str, Callable[[Harness, Plan, Results], None]]] = [
+    ("C", publish_costs),
+    ("D", naive_fanout),
+    ("ABDEF", ours_phase),
+    ("ABE", naive_phase),
+    ("AB", raw_phase),
+    ("F", waiting_retries),
+    ("G", scale_out),
+]
+
+
+def run(harness: Harness, plan: Plan, progress: Callable[[str], None]) -> Results:
+    results = Results()
+    for scenarios, phase in PHASES:
+        if plan.only & set(scenarios):
+            progress(f"{phase.__name__} ({', '.join(sorted(plan.only & set(scenarios)))})")
+            phase(harness, plan, results)
+    return results
+
+
+def rows(results: Results) -> Iterator[Row]:
+    """The table, from what was measured; a measure that did not run has no row."""
+
+    def row(
+        scenario: str,
+        measure: str,
+        key: str,
+        unit: str,
+        higher: bool,
+        baseline: str = "",
+        label: str = "",
+        **extra: Any,
+    ) -> None:
+        ours = results.stat(key, "ours")
+        if ours is not None:
+            theirs = results.stat(key, baseline) if baseline else None
+            made.append(
+                Row(scenario, measure, unit, ours, higher, label or BASELINES.get(baseline, ""), theirs, **extra)
+            )
+
+    made: list[Row] = []
+    receiver_cpu = results.median("A receiver CPU", "ours")
+    note_a = f"receiver used {receiver_cpu:.0f} % of a core" if receiver_cpu is not None else ""
+    row("A", "loopback, 5,000 deliveries", "A", "deliveries/s", True, "naive", target=2.0, note=note_a)
+    row("A", "loopback, 5,000 deliveries", "A", "deliveries/s", True, "raw", target=0.55)
+    row("B", "receiver answers in 100 ms", "B 100 ms", "deliveries/s", True, "naive", target=15.0)
+    row(
+        "B",
+        "receiver answers in 100 ms",
+        "B 100 ms",
+        "deliveries/s",
+        True,
+        "raw",
+        note=f"raw: {RAW_THREADS_SLOW} threads per process",
+    )
+    row("B", "receiver answers in 1 s", "B 1 s", "deliveries/s", True, "naive")
+    row("C", "publish_event() p50", "C p50", "ms", False, "naive", label="naive `delay()`", target=2.0)
+    row("C", "publish_event() p99", "C p99", "ms", False, "naive", label="naive `delay()`")
+    row(
+        "C",
+        "publish_event() calls per second, one process",
+        "C rate",
+        "events/s",
+        True,
+        "naive",
+        label="naive `delay()`",
+    )
+    row("C", "publish_events() batch of 10,000", "C batch", "events/s", True, bound=10_000)
+    row(
+        "D",
+        "fan-out of one event to 1,000 endpoints",
+        "D",
+        "s",
+        False,
+        "naive",
+        label="1,000 `apply_async`",
+        target=8.0,
+    )
+    row("E", "publish-to-receipt p50 at half of A's rate", "E p50", "ms", False, "naive")
+    row("E", "publish-to-receipt p99 at half of A's rate", "E p99", "ms", False, "naive")
+    row("F", "RSS of the worker host after A (2 processes)", "F after A", "MB", False, "naive", bound=150)
+    row("F", "RSS of one worker process after A", "F after A, one process", "MB", False)
+    row("F", "RSS added by 10,000 waiting retries", "F retries", "MB", False, bound=100)
+    row("F", "Redis memory those retries take", "F retries in Redis", "MB", False)
+    one = results.median("G 1", "ours")
+    for processes in (1, 2, 4):
+        cores = results.median(f"G {processes} cores", "ours")
+        rate = results.median(f"G {processes}", "ours")
+        note = f"{cores:.2f} cores busy in workers" if cores is not None else ""
+        if one and rate and processes > 1:
+            note += f"; {rate / one:.2f}x one process"
+        row(
+            "G",
+            f"scenario B, {processes} worker process{'es' if processes > 1 else ''}",
+            f"G {processes}",
+            "deliveries/s",
+            True,
+            note=note,
+        )
+    return iter(made)
+
+
+BASELINES = {"naive": "naive Celery sender", "raw": "raw keep-alive client"}

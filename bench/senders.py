@@ -1,0 +1,184 @@
+"""The three senders the benchmark compares, started the way each is run in production.
+
+- ours: ``celery -A webhooks worker --loglevel INFO`` (the Procfile's line), one process per core,
+  endpoints in the Redis registry, the delivery log, task events for Flower, acks late, signing;
+  events published with ``publish_event()`` / ``publish_events()`` from this process.
+- naive: ``bench/naive.py`` under ``celery worker --pool prefork --concurrency 2 --loglevel INFO``.
+- raw: ``bench/raw.py``, keep-alive ``requests.Session`` clients in two processes, no queue at all.
+
+Each has its own Redis database, so one's queue never reaches another's workers: the broker in db 0
+(ours), our registry and delivery log in db 1, the naive sender's broker in db 2.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from bench.events import EVENT_NAME, bodies, event_kwargs
+from bench.harness import BIN, SECRET, Harness, Process, wait_until
+from webhooks.enqueue import KEY_WAITING, TaskCall, enqueue
+from webhooks.registry.base import Endpoint
+from webhooks.registry.redis import RedisRegistry
+from webhooks.settings import load_settings, use_settings
+
+OURS_DB, STORE_DB, NAIVE_DB = 0, 1, 2
+#: Seconds a worker may take to print "ready.".
+START_TIMEOUT_SECONDS = 60
+
+
+def redis_url(harness: Harness, db: int) -> str:
+    return f"redis://127.0.0.1:{harness.redis_port}/{db}"
+
+
+def ours_settings(harness: Harness, **overrides: str) -> dict[str, str]:
+    """Our workers' WEBHOOKS_* variables: production defaults, pointed at the benchmark's Redis."""
+    settings = {
+        "BROKER_URL": redis_url(harness, OURS_DB),
+        "REDIS_URL": redis_url(harness, STORE_DB),
+        "REGISTRY": "redis",
+        "ALLOW_PRIVATE_NETWORKS": "true",  # the receiver is on loopback
+        **overrides,
+    }
+    return {f"WEBHOOKS_{name}": value for name, value in settings.items()}
+
+
+def use_ours_in_this_process(harness: Harness) -> None:
+    """Let this process publish with publish_event(), as a host application does."""
+    variables = ours_settings(harness)
+    use_settings(load_settings(**{name.removeprefix("WEBHOOKS_").lower(): value for name, value in variables.items()}))
+
+
+def clean_env() -> dict[str, str]:
+    return {name: value for name, value in os.environ.items() if not name.startswith(("WEBHOOKS_", "BENCH_"))}
+
+
+def start_worker(harness: Harness, name: str, argv: list[str], env: dict[str, str]) -> Process:
+    process = harness.start(name, argv, {**clean_env(), "PYTHONUNBUFFERED": "1", **env})
+    wait_until(
+        lambda: "ready." in process.output() or not process.alive(),
+        timeout=START_TIMEOUT_SECONDS,
+        what=f"{name} to be ready",
+    )
+    if not process.alive():
+        raise RuntimeError(f"{name} exited at start:\n{process.output()}")
+    return process
+
+
+@contextmanager
+def ours_workers(harness: Harness, processes: int = 2, **settings: str) -> Iterator[list[Process]]:
+    """``processes`` of our worker (threads x 64 each, the default), stopped on exit."""
+    workers = [
+        start_worker(
+            harness,
+            f"ours-{n}",
+            [str(BIN / "celery"), "-A", "webhooks", "worker", "--loglevel", "INFO", "--hostname", f"ours{n}@%h"],
+            ours_settings(harness, **settings),
+        )
+        for n in range(processes)
+    ]
+    try:
+        yield workers
+    finally:
+        for worker in workers:
+            harness.stop(worker)
+        harness.redis().delete(KEY_WAITING)
+
+
+@contextmanager
+def naive_worker(harness: Harness) -> Iterator[Process]:
+    worker = start_worker(
+        harness,
+        "naive",
+        [str(BIN / "celery"), "-A", "bench.naive", "worker", "--pool", "prefork", "--concurrency", "2"]
+        + ["--loglevel", "INFO", "--hostname", "naive@%h"],
+        {"BENCH_BROKER_URL": redis_url(harness, NAIVE_DB)},
+    )
+    try:
+        yield worker
+    finally:
+        harness.stop(worker)
+
+
+def naive_app(harness: Harness) -> Any:
+    """The naive sender's Celery app in this process, on its own database."""
+    os.environ["BENCH_BROKER_URL"] = redis_url(harness, NAIVE_DB)
+    import bench.naive
+
+    return bench.naive.app
+
+
+def register(harness: Harness, urls: list[str]) -> list[str]:
+    """Replace our registry's endpoints with one per URL, all subscribed to the benchmark's event."""
+    client = harness.redis(STORE_DB)
+    client.flushdb()  # the registry and the delivery log start empty
+    registry = RedisRegistry(client)
+    ids = [f"bench{n}" for n in range(len(urls))]
+    for endpoint_id, url in zip(ids, urls, strict=True):
+        registry.save(Endpoint(id=endpoint_id, url=url, secret=SECRET, events=frozenset({EVENT_NAME})))
+    return ids
+
+
+def publish_batch(count: int) -> list[str]:
+    """Publish ``count`` events from this process with publish_events(): the host application's batch form."""
+    from webhooks import publish_events
+
+    return publish_events([event_kwargs() for _ in range(count)])
+
+
+def publish_one() -> str:
+    from webhooks import publish_event
+
+    return publish_event(**event_kwargs())
+
+
+def naive_prefill(harness: Harness, url: str, count: int) -> list[str]:
+    """Put ``count`` naive deliveries on its queue in one push: its workers' throughput, not its publisher's."""
+    payloads = bodies(count)
+    calls = [TaskCall("naive.deliver", (url, SECRET, body), repr(event_id)) for event_id, body in payloads]
+    enqueue(naive_app(harness), calls)
+    return [event_id for event_id, _ in payloads]
+
+
+def naive_publisher(harness: Harness, url: str) -> Callable[[str], object]:
+    """``delay()`` of one naive delivery of ``body``, as the naive host application publishes."""
+    task = naive_app(harness).tasks["naive.deliver"]
+    return lambda body: task.delay(url, SECRET, body)
+
+
+@contextmanager
+def raw_clients(harness: Harness, url: str, count: int, threads: int) -> Iterator[list[Process]]:
+    """Two raw keep-alive client processes sending ``count`` requests between them; they start at once."""
+    share = [count // 2, count - count // 2]
+    clients = [
+        harness.start(
+            f"raw-{n}",
+            [sys.executable, "-u", "-m", "bench.raw", "--url", url, "--secret", SECRET, "--count", str(share[n])]
+            + ["--threads", str(threads)],
+        )
+        for n in range(2)
+    ]
+    try:
+        yield clients
+    finally:
+        for client in clients:
+            client.popen.wait(timeout=600)
+            harness.stop(client)
+
+
+def queues_empty(harness: Harness) -> bool:
+    """Nothing queued or unacknowledged for ours or the naive sender, and no retry waiting."""
+    client, naive = harness.redis(OURS_DB), harness.redis(NAIVE_DB)
+    return not any(
+        [client.llen("celery"), client.hlen("unacked"), client.zcard(KEY_WAITING)]
+        + [naive.llen("celery"), naive.hlen("unacked")]
+    )
+
+
+def drop_queues(harness: Harness) -> None:
+    """Throw away what a publish-only measurement queued (no worker runs then)."""
+    for db in (OURS_DB, NAIVE_DB):
+        harness.redis(db).delete("celery")
