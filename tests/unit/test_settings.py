@@ -65,3 +65,19 @@ def test_the_celery_app_takes_its_pool_from_the_settings():
 def test_an_unknown_pool_is_named():
     with pytest.raises(ConfigurationError, match="WEBHOOKS_WORKER_POOL"):
         load_settings(worker_pool="gevent")
+
+
+def test_a_ready_worker_freezes_its_start_up_objects_out_of_the_collectors_count():
+    import gc
+
+    from celery.signals import worker_process_init, worker_ready
+
+    import webhooks.celery_app  # noqa: F401  # connects the handlers
+
+    for signal in (worker_ready, worker_process_init):
+        assert gc.get_freeze_count() == 0
+        signal.send(sender=None)
+        try:
+            assert gc.get_freeze_count() > 0
+        finally:
+            gc.unfreeze()
