@@ -27,8 +27,3 @@ def deliver(url: str, secret: str, body: str) -> None:
         "X-Service-Signature": f"t={timestamp},v1={signature}",
     }
     requests.post(url, data=body.encode(), headers=headers, timeout=(5, 15)).raise_for_status()
-
-
-@app.task(name="naive.noop")
-def noop(url: str, secret: str, body: str) -> None:
-    """Celery's own cost per task, for the ceiling: the same message, no request."""
