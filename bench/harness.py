@@ -151,7 +151,7 @@ class Harness:
         )
         wait_until(self._redis_answers, timeout=15, what="redis-server to answer PING")
         self.receiver_port = free_port()
-        self.receiver_process = self.start(
+        self.start(
             "receiver",
             [sys.executable, "-m", "bench.receiver", "--port", str(self.receiver_port), "--secret", SECRET],
         )
