@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -56,39 +57,46 @@ class TaskCall:
     #: A retry keeps its task's id and counts its retries; a new task gets a new id.
     task_id: str | None = None
     retries: int = 0
+    #: When the task may run (Unix seconds); None: at once.
+    due: float | None = None
 
 
 def enqueue(app: Celery, calls: Sequence[TaskCall]) -> None:
-    """Enqueue every call on the default queue; raises kombu's OperationalError if the broker is unreachable."""
-    if not calls:
-        return
-    url = app.conf.broker_url
-    if not uses_redis(app):
-        with app.producer_or_acquire() as producer:
-            for call in calls:
-                app.send_task(call.name, call.args, producer=producer, argsrepr=call.argsrepr, ignore_result=True)
-        return
-    queue = app.conf.task_default_queue
-    messages = [task_message(call, queue) for call in calls]
-    try:
-        broker_client(url).lpush(queue, *messages)
-    except redis.RedisError as exc:
-        raise OperationalError(str(exc)) from exc
-
-
-def enqueue_later(app: Celery, call: TaskCall, due: float) -> bool:
-    """Keep ``call`` in Redis until ``due`` (Unix seconds); False when the broker is not Redis.
+    """Enqueue every call on the default queue, those with a ``due`` time in the waiting set, in one round trip.
 
     Raises kombu's OperationalError if the broker is unreachable.
     """
+    if not calls:
+        return
     if not uses_redis(app):
-        return False
-    message = task_message(call, app.conf.task_default_queue)
+        with app.producer_or_acquire() as producer:
+            for call in calls:
+                countdown = None if call.due is None else max(0.0, call.due - time.time())
+                app.send_task(
+                    call.name,
+                    call.args,
+                    producer=producer,
+                    argsrepr=call.argsrepr,
+                    ignore_result=True,
+                    task_id=call.task_id,
+                    retries=call.retries,
+                    countdown=countdown,
+                )
+        return
+    queue = app.conf.task_default_queue
+    now = [task_message(call, queue) for call in calls if call.due is None]
+    later = {task_message(call, queue): call.due for call in calls if call.due is not None}
     try:
-        broker_client(app.conf.broker_url).zadd(KEY_WAITING, {message: due})
+        if not later:  # the common case: one command
+            broker_client(app.conf.broker_url).lpush(queue, *now)
+            return
+        with broker_client(app.conf.broker_url).pipeline(transaction=False) as pipe:
+            if now:
+                pipe.lpush(queue, *now)
+            pipe.zadd(KEY_WAITING, later)
+            pipe.execute()
     except redis.RedisError as exc:
         raise OperationalError(str(exc)) from exc
-    return True
 
 
 #: KEYS: the waiting set, the queue. ARGV: now, how many at most. Moves what is due; returns how many.

@@ -1,33 +1,36 @@
-"""The Celery tasks. They are thin: lookup, call delivery.send, and map its outcome to Celery.
+"""The Celery tasks. They are thin: look the endpoint up, make attempts (``attempts.py``), map the result to Celery.
 
-``webhooks.fanout`` turns one event into one ``webhooks.deliver`` per subscribed endpoint
-(``webhooks.fanout_many`` does it for a batch from ``publish_events``), pushed in one round trip;
-``webhooks.deliver`` makes one attempt, records it in the delivery log and schedules the next
-one with Celery's retry (full-jitter exponential backoff, at most MAX_RETRIES retries). Task
-arguments carry ids and the body, never a secret; ``argsrepr`` keeps the body out of Flower and the logs.
+``webhooks.fanout`` turns one event into one ``webhooks.deliver`` per subscribed endpoint.
+``webhooks.fanout_many`` does it for a batch from ``publish_events``: an endpoint that several of the
+batch's events go to gets one ``webhooks.deliver_many`` for all of them, so while its receiver answers
+fast they share one task (Celery costs about as much CPU per task as a POST does). All are pushed in
+one round trip. ``webhooks.deliver`` makes one attempt, records it in the delivery log and schedules
+the next one with Celery's retry (full-jitter exponential backoff, at most MAX_RETRIES retries).
+Task arguments carry ids and the body, never a secret; ``argsrepr`` keeps the body out of Flower and the logs.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from functools import cache
-from typing import Any, NoReturn
+from typing import Any
+from uuid import uuid4
 
 from billiard.einfo import ExceptionInfo, ExceptionWithTraceback  # type: ignore[attr-defined]
 from celery import Signature, Task
 from celery.app.task import Context
-from celery.exceptions import SoftTimeLimitExceeded
-from celery.utils.time import get_exponential_backoff_interval
+from celery.exceptions import Reject
+from celery.utils.saferepr import saferepr
 from celery.worker.request import Request
 from kombu.exceptions import OperationalError
 
+from webhooks.attempts import Made, attempt, record, refusal
 from webhooks.celery_app import app, settings
-from webhooks.delivery import AttemptResult, Outcome, send, thread_session
-from webhooks.enqueue import TaskCall, enqueue, enqueue_later
+from webhooks.enqueue import TaskCall, enqueue, uses_redis
 from webhooks.errors import (
     DeliveryLogError,
     EndpointNotFoundError,
@@ -35,11 +38,10 @@ from webhooks.errors import (
     RegistryUnavailableError,
     RetryableDeliveryError,
 )
-from webhooks.log import Attempt, DeliveryLog, FannedOut, State, open_delivery_log
-from webhooks.log.records import RESPONSE_EXCERPT_BYTES, state_after
+from webhooks.log import DeliveryLog, FannedOut, State, open_delivery_log
 from webhooks.logformat import log_fields
 from webhooks.registry import Endpoint, Registry, open_registry
-from webhooks.settings import MAX_ATTEMPTS, MAX_RETRIES
+from webhooks.settings import MAX_RETRIES
 
 logger = logging.getLogger("webhooks.delivery")
 
@@ -54,12 +56,6 @@ def registry() -> Registry:
 def delivery_log() -> DeliveryLog:
     """The worker's delivery log, opened on first use."""
     return open_delivery_log(settings)
-
-
-def event_name(body: str) -> str:
-    """The envelope's ``name``, for the log's listing (the task carries ids and the body only)."""
-    name = json.loads(body).get("name", "")
-    return name if isinstance(name, str) else ""
 
 
 class _ReadableRetryRequest(Request):
@@ -108,11 +104,12 @@ class _BodyHiddenTask(Task):  # type: ignore[type-arg]
     ) -> Any:
         """A retry (a countdown, from ``self.retry`` or autoretry) waits in Redis, not in a worker's memory."""
         countdown, task_id = options.get("countdown"), options.get("task_id")
-        if countdown is not None and task_id is not None and not kwargs:
+        if countdown is not None and task_id is not None and not kwargs and uses_redis(self.app):
             args = tuple(args or ())
-            retry = TaskCall(self.name, args, self.shown(args), task_id=task_id, retries=options.get("retries", 0))
-            if enqueue_later(self.app, retry, time.time() + countdown):
-                return self.AsyncResult(task_id)
+            retries = options.get("retries", 0)
+            due = time.time() + countdown
+            enqueue(self.app, [TaskCall(self.name, args, self.shown(args), task_id=task_id, retries=retries, due=due)])
+            return self.AsyncResult(task_id)
         return super().apply_async(args, kwargs, **options)
 
 
@@ -124,14 +121,36 @@ class _EventsTask(_BodyHiddenTask):
         return events_repr(args[0] if args else [])
 
 
+class _BatchTask(_BodyHiddenTask):
+    """For ``deliver_many(endpoint_id, [[event_id, body], ...])``: shows the endpoint and the event ids."""
+
+    @staticmethod
+    def shown(args: tuple[Any, ...]) -> str:
+        endpoint_id, deliveries = args[0], args[1] if len(args) > 1 else []
+        return repr((endpoint_id, [event_id for event_id, _ in deliveries]))
+
+
 def events_repr(events: Sequence[Sequence[str]]) -> str:
     """``[(name, id), ...]`` of a batch of events, for Flower and the logs."""
     return repr([tuple(event[:2]) for event in events])
 
 
-def delivery_call(endpoint_id: str, event_id: str, body: str) -> TaskCall:
+def delivery_call(endpoint_id: str, event_id: str, body: str, retries: int = 0) -> TaskCall:
     """One ``webhooks.deliver`` to enqueue; Flower and the logs see the two ids only."""
-    return TaskCall("webhooks.deliver", (endpoint_id, event_id, body), repr((endpoint_id, event_id)))
+    args = (endpoint_id, event_id, body)
+    return TaskCall("webhooks.deliver", args, _BodyHiddenTask.shown(args), retries=retries)
+
+
+def delivery_calls(endpoint_id: str, deliveries: Sequence[Sequence[str]], retries: int = 0) -> TaskCall:
+    """The task for ``[[event_id, body], ...]`` to one endpoint: ``deliver`` for one, ``deliver_many`` for more.
+
+    ``retries`` is how many attempts each has had already (a batch whose registry lookup was retried).
+    """
+    if len(deliveries) == 1:
+        ((event_id, body),) = deliveries
+        return delivery_call(endpoint_id, event_id, body, retries)
+    args = (endpoint_id, [[event_id, body] for event_id, body in deliveries])
+    return TaskCall("webhooks.deliver_many", args, _BatchTask.shown(args), retries=retries)
 
 
 #: Both fan-out tasks: acknowledged once every delivery is enqueued; a broker or registry outage retries them.
@@ -157,6 +176,8 @@ def fanout_many(events: list[list[str]]) -> int:
 def fan_out(events: Sequence[tuple[str, str, str]]) -> int:
     """List every delivery of ``events`` as pending, then enqueue them all in one push; return how many.
 
+    The deliveries to one endpoint travel in one task (``deliver_many``) when there are several.
+
     A fan-out run twice (a worker lost before its ack) enqueues its deliveries twice; receivers
     deduplicate on the event id (spec), and the log keeps one record per delivery.
     """
@@ -170,7 +191,11 @@ def fan_out(events: Sequence[tuple[str, str, str]]) -> int:
         delivery_log().enqueued(batch)
     except DeliveryLogError as exc:
         logger.warning("%s These deliveries are sent but not listed as pending: %s.", exc, events_repr(events))
-    enqueue(app, [delivery_call(ep_id, event.event_id, event.body) for event in batch for ep_id in event.endpoint_ids])
+    by_endpoint: dict[str, list[list[str]]] = {}
+    for event in batch:
+        for endpoint_id in event.endpoint_ids:
+            by_endpoint.setdefault(endpoint_id, []).append([event.event_id, event.body])
+    enqueue(app, [delivery_calls(endpoint_id, deliveries) for endpoint_id, deliveries in by_endpoint.items()])
     for event in batch:
         log_fields(
             logger,
@@ -183,118 +208,127 @@ def fan_out(events: Sequence[tuple[str, str, str]]) -> int:
     return sum(len(event.endpoint_ids) for event in batch)
 
 
+#: Both delivery tasks: acknowledged after the attempt, requeued if the worker dies during it.
+_DELIVERY_OPTIONS: dict[str, Any] = {
+    "bind": True,
+    "autoretry_for": (RegistryUnavailableError,),
+    "retry_backoff": settings.retry_backoff,
+    "retry_backoff_max": settings.retry_backoff_max,
+    "retry_jitter": True,
+    "max_retries": MAX_RETRIES,
+    "acks_late": True,
+    "reject_on_worker_lost": True,
+}
+
+
 @app.task(
-    bind=True,
     base=_BodyHiddenTask,
     name="webhooks.deliver",
-    autoretry_for=(RegistryUnavailableError,),
     throws=(RetryableDeliveryError, PermanentDeliveryError, RegistryUnavailableError),
-    retry_backoff=settings.retry_backoff,
-    retry_backoff_max=settings.retry_backoff_max,
-    retry_jitter=True,
-    max_retries=MAX_RETRIES,
-    acks_late=True,
-    reject_on_worker_lost=True,
+    **_DELIVERY_OPTIONS,
 )
 def deliver(self: Task[[str, str, str], None], endpoint_id: str, event_id: str, body: str) -> None:
     """One attempt to POST ``body`` to the endpoint, as it is configured now, recorded in the delivery log.
 
-    A failed attempt schedules the next with ``self.retry`` and a countdown computed here (full-jitter
-    exponential backoff, as Celery's autoretry computes it), so the log can say when it is due.
+    A failed attempt schedules the next with ``self.retry`` and a countdown computed when the attempt
+    is made (full-jitter exponential backoff, as Celery's autoretry computes it), so the log can say
+    when it is due.
     """
     number = self.request.retries + 1
-    now = datetime.now(UTC)
+    endpoint = current_endpoint(endpoint_id)
+    if isinstance(endpoint, str):
+        made = refusal(endpoint_id, event_id, body, number, endpoint)
+    else:
+        made = attempt(settings, endpoint, event_id, body, number)
+    record(delivery_log(), [made])
+    if made.state is State.DELIVERED:
+        return
+    if made.countdown is None:
+        raise made.error()
+    raise self.retry(exc=made.error(), countdown=made.countdown)
+
+
+#: Seconds a ``deliver_many`` keeps sending before it hands the deliveries it has not attempted to other
+#: tasks, each sized to take about as long at the latency seen: a receiver answering in milliseconds gets a
+#: whole batch in one task, a slow one gets its deliveries spread over the workers' threads.
+BATCH_SECONDS = 1.0
+
+
+@app.task(base=_BatchTask, name="webhooks.deliver_many", throws=(PermanentDeliveryError,), **_DELIVERY_OPTIONS)
+def deliver_many(
+    self: Task[[str, list[list[str]]], dict[str, int]], endpoint_id: str, deliveries: list[list[str]]
+) -> dict[str, int]:
+    """``deliver`` for several events to one endpoint: their attempts one after another on one kept-alive
+    connection, all recorded in one round trip; returns how many ended in each state (and were handed on).
+
+    The endpoint is read once, when the batch starts. A failed attempt's retry is a ``webhooks.deliver``
+    of its own, waiting in Redis like any retry, and Flower is told it is in RETRY. If the broker cannot
+    take the retries and the deliveries handed on, the batch goes back on the queue whole: its delivered
+    ones will arrive twice (receivers deduplicate on the event id), but none is lost.
+    """
+    number = self.request.retries + 1
+    endpoint = current_endpoint(endpoint_id)
+    made: list[Made] = []
+    started = time.monotonic()
+    for event_id, body in deliveries:
+        if isinstance(endpoint, str):
+            made.append(refusal(endpoint_id, event_id, body, number, endpoint))
+        elif made and time.monotonic() - started > BATCH_SECONDS:
+            break
+        else:
+            made.append(attempt(settings, endpoint, event_id, body, number))
+    record(delivery_log(), made)
+    retries = [retry_call(one) for one in made if one.countdown is not None]
+    rest = deliveries[len(made) :]
+    per_task = max(1, int(BATCH_SECONDS * len(made) / max(time.monotonic() - started, 1e-3)))
+    handed_on = [
+        delivery_calls(endpoint_id, rest[n : n + per_task], self.request.retries) for n in range(0, len(rest), per_task)
+    ]
+    try:
+        enqueue(app, retries + handed_on)
+    except OperationalError as exc:
+        raise Reject(exc, requeue=True) from exc
+    announce_retries(self, retries, [one for one in made if one.countdown is not None])
+    counts = Counter(one.state.value for one in made)
+    if rest:
+        counts["handed_on"] = len(rest)
+    if isinstance(endpoint, str):
+        raise made[0].error()
+    return dict(counts)
+
+
+def current_endpoint(endpoint_id: str) -> Endpoint | str:
+    """The endpoint as configured now, or why nothing is sent to it."""
     try:
         endpoint = registry().get(endpoint_id)
     except EndpointNotFoundError:
-        _drop(endpoint_id, event_id, body, number, now, "the endpoint was removed")
-    if not endpoint.enabled:
-        _drop(endpoint_id, event_id, body, number, now, "the endpoint is disabled")
+        return "the endpoint was removed"
+    return endpoint if endpoint.enabled else "the endpoint is disabled"
 
-    try:
-        result = send(
-            thread_session(settings),
-            endpoint,
-            body.encode("utf-8"),
-            timeout=(settings.connect_timeout, settings.read_timeout),
-            now=now,
-        )
-    except SoftTimeLimitExceeded:
-        result = AttemptResult(Outcome.RETRY, None, settings.task_soft_time_limit * 1000.0, error="TimeLimitExceeded")
-    if result.outcome is Outcome.DROP:
-        _drop(endpoint_id, event_id, body, number, now, str(result.error), result)
-    countdown = retry_countdown(number) if result.outcome is Outcome.RETRY and number < MAX_ATTEMPTS else None
-    next_retry_at = now + timedelta(seconds=countdown) if countdown is not None else None
-    state = _record(endpoint_id, event_id, body, attempt_of(result, number, now, next_retry_at))
-    if state is State.DELIVERED:
+
+def retry_call(made: Made) -> TaskCall:
+    """The ``webhooks.deliver`` that makes the attempt after ``made``, waiting until it is due."""
+    assert made.countdown is not None
+    call = delivery_call(made.endpoint_id, made.event_id, made.body, retries=made.attempt.number)
+    return TaskCall(call.name, call.args, call.argsrepr, str(uuid4()), call.retries, time.time() + made.countdown)
+
+
+def announce_retries(task: Task[Any, Any], calls: Sequence[TaskCall], made: Sequence[Made]) -> None:
+    """Tell Flower of retries scheduled outside Celery's retry: each shows as a ``webhooks.deliver`` in RETRY,
+    with its reason and when it is due, as a delivery retried by ``self.retry`` does."""
+    if not calls or task.request.is_eager or not task.app.conf.worker_send_task_events:
         return
-    reason = f"{result.describe()} from endpoint {endpoint_id!r} (attempt {number} of {MAX_ATTEMPTS})"
-    error = RetryableDeliveryError(reason, endpoint_id=endpoint_id, attempt=number, status_code=result.status_code)
-    if countdown is None:
-        log_fields(
-            logger, logging.WARNING, "failed", endpoint=endpoint_id, event=event_id, attempts=number, last=reason
-        )
-        raise error
-    raise self.retry(exc=error, countdown=countdown)
-
-
-def retry_countdown(number: int) -> int:
-    """Seconds before the attempt after attempt ``number``: full jitter under a doubling ceiling."""
-    return get_exponential_backoff_interval(
-        settings.retry_backoff, number - 1, settings.retry_backoff_max, full_jitter=True
-    )
-
-
-def attempt_of(result: AttemptResult, number: int, at: datetime, next_retry_at: datetime | None) -> Attempt:
-    """The delivery log's record of one attempt."""
-    return Attempt(
-        number=number,
-        at=at,
-        outcome=result.outcome.value,
-        latency_ms=result.latency_ms,
-        status_code=result.status_code,
-        error=result.error,
-        response_excerpt=result.response_body[:RESPONSE_EXCERPT_BYTES].decode("utf-8", "replace"),
-        next_retry_at=next_retry_at,
-    )
-
-
-def _record(endpoint_id: str, event_id: str, body: str, attempt: Attempt) -> State:
-    state = state_after(attempt.outcome, attempt.number)
-    log_fields(
-        logger,
-        logging.INFO,
-        "attempt",
-        endpoint=endpoint_id,
-        event=event_id,
-        attempt=attempt.number,
-        status=attempt.status_code if attempt.status_code is not None else attempt.error,
-        latency_ms=round(attempt.latency_ms, 1),
-        outcome=attempt.outcome,
-        state=state.value,
-    )
-    try:
-        delivery_log().record_attempt(event_id, endpoint_id, body, event_name(body), attempt, state)
-    except DeliveryLogError as exc:
-        # The POST happened; failing the task now would send it again. The log line above keeps the record.
-        logger.warning("%s The attempt above is missing from it.", exc)
-    return state
-
-
-def _drop(
-    endpoint_id: str,
-    event_id: str,
-    body: str,
-    number: int,
-    at: datetime,
-    why: str,
-    result: AttemptResult | None = None,
-) -> NoReturn:
-    result = result or AttemptResult(Outcome.DROP, None, 0.0, error=f"Dropped: {why}")
-    _record(endpoint_id, event_id, body, attempt_of(result, number, at, None))
-    log_fields(logger, logging.WARNING, "dropped", endpoint=endpoint_id, event=event_id, attempt=number, reason=why)
-    raise PermanentDeliveryError(
-        f"Delivery of {event_id} to endpoint {endpoint_id!r} was dropped: {why}.",
-        endpoint_id=endpoint_id,
-        attempt=number,
-    )
+    with task.app.events.default_dispatcher(hostname=task.request.hostname) as dispatcher:
+        for call, one in zip(calls, made, strict=True):
+            assert call.due is not None
+            dispatcher.send(
+                "task-retried",
+                uuid=call.task_id,
+                name=call.name,
+                args=call.argsrepr,
+                kwargs="{}",
+                retries=call.retries,
+                eta=datetime.fromtimestamp(call.due, UTC).isoformat(),
+                exception=saferepr(one.error()),
+                traceback="",
+            )

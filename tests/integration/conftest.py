@@ -207,12 +207,22 @@ PUBLISHER = textwrap.dedent(
         print(publish_event(name, **kwargs), flush=True)
     """
 )
+BATCH_PUBLISHER = textwrap.dedent(
+    """
+    import json, sys
+    from webhooks import publish_events
+    print(*publish_events({"name": name, **kwargs} for name, kwargs in json.load(sys.stdin)))
+    """
+)
 
 
-def publish(env: Mapping[str, str], events: list[tuple[str, dict[str, Any]]]) -> list[str]:
-    """Publish from a separate process, as a host application does; return the event ids."""
+def publish(env: Mapping[str, str], events: list[tuple[str, dict[str, Any]]], *, batch: bool = False) -> list[str]:
+    """Publish from a separate process, as a host application does; return the event ids.
+
+    ``batch``: in one ``publish_events()`` call instead of one ``publish_event()`` per event.
+    """
     completed = subprocess.run(
-        [sys.executable, "-c", PUBLISHER],
+        [sys.executable, "-c", BATCH_PUBLISHER if batch else PUBLISHER],
         input=json.dumps(events),
         env=dict(env),
         capture_output=True,

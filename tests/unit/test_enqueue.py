@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 
 import fakeredis
 import pytest
@@ -12,7 +13,7 @@ from kombu.exceptions import OperationalError
 from tests.cli import unreachable_redis
 from webhooks import enqueue as enqueue_module
 from webhooks.celery_app import app
-from webhooks.enqueue import KEY_WAITING, TaskCall, enqueue, enqueue_later, release_due, task_message
+from webhooks.enqueue import KEY_WAITING, TaskCall, enqueue, release_due, task_message
 
 CALL = TaskCall("webhooks.deliver", ("crm", "evt_1", '{"id":"evt_1"}'), "('crm', 'evt_1')")
 
@@ -57,8 +58,8 @@ def redis_broker(monkeypatch):
 
 
 def test_a_retry_waits_in_redis_until_it_is_due_then_moves_to_the_queue_once(redis_broker):
-    retry = TaskCall(CALL.name, CALL.args, CALL.argsrepr, task_id="task-1", retries=3)
-    assert enqueue_later(app, retry, due=1000.0)
+    retry = TaskCall(CALL.name, CALL.args, CALL.argsrepr, task_id="task-1", retries=3, due=1000.0)
+    enqueue(app, [retry])
     assert release_due(app, now=999.0) == 0 and redis_broker.llen("celery") == 0
     assert release_due(app, now=1000.0) == 1
     assert release_due(app, now=1001.0) == 0  # moved once, whoever asks again
@@ -68,8 +69,20 @@ def test_a_retry_waits_in_redis_until_it_is_due_then_moves_to_the_queue_once(red
     assert redis_broker.zcard(KEY_WAITING) == 0
 
 
-def test_other_brokers_leave_the_countdown_to_celery():
-    assert not enqueue_later(app, CALL, due=0.0)  # the unit tests' memory:// broker
+def test_calls_due_now_and_later_go_out_in_one_round_trip(redis_broker):
+    later = TaskCall(CALL.name, CALL.args, CALL.argsrepr, task_id="task-3", retries=1, due=2000.0)
+    enqueue(app, [CALL, later])
+    assert redis_broker.llen("celery") == 1
+    assert redis_broker.zrange(KEY_WAITING, 0, -1, withscores=True)[0][1] == 2000.0
+
+
+def test_other_brokers_get_a_later_call_with_its_countdown_id_and_count(monkeypatch):
+    sent = []
+    monkeypatch.setattr(app, "send_task", lambda name, args, **options: sent.append((name, args, options)))
+    enqueue(app, [TaskCall(CALL.name, CALL.args, CALL.argsrepr, task_id="task-4", retries=2, due=time.time() + 60)])
+    ((name, args, options),) = sent  # the unit tests' memory:// broker
+    assert (name, args, options["task_id"], options["retries"]) == (CALL.name, CALL.args, "task-4", 2)
+    assert 50 < options["countdown"] <= 60
     assert release_due(app, now=0.0) == 0
 
 

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+from datetime import UTC, datetime
+from types import SimpleNamespace
+
 import fakeredis
 import pytest
 import responses
+from celery.exceptions import Reject
+from kombu.exceptions import OperationalError
 
 from tests.cli import unreachable_redis
 from webhooks import tasks
+from webhooks.attempts import Made, retry_countdown
 from webhooks.errors import PermanentDeliveryError, RetryableDeliveryError
-from webhooks.log import DeliveryLog, State
+from webhooks.log import Attempt, DeliveryLog, State
 from webhooks.registry import Endpoint, MemoryRegistry
 from webhooks.signing import HEADER, verify
 
@@ -99,19 +106,21 @@ def test_fanout_enqueues_one_delivery_per_subscribed_enabled_endpoint_in_one_pus
     assert tasks.fanout.apply(args=("company_created", "evt_2", BODY)).get() == 1
 
 
-def test_fanout_many_pushes_every_delivery_of_a_batch_at_once(registry, monkeypatch):
+def test_fanout_many_gives_each_endpoint_one_task_for_all_its_events_in_one_push(registry, monkeypatch):
     pushes = []
     monkeypatch.setattr(tasks, "enqueue", lambda app, calls: pushes.append(calls))
-    events = [["user_created", "evt_1", BODY], ["company_created", "evt_2", BODY], ["user_created", "evt_3", BODY]]
+    events = [["user_created", "evt_1", BODY], ["company_created", "evt_2", BODY], ["user_created", "evt_3", "{}"]]
     assert tasks.fanout_many.apply(args=(events,)).get() == 5
-    ((*calls,),) = pushes
-    assert [call.args[:2] for call in calls] == [
-        ("crm", "evt_1"),
-        ("all", "evt_1"),
-        ("all", "evt_2"),
-        ("crm", "evt_3"),
-        ("all", "evt_3"),
-    ]
+    ((crm, everything),) = pushes
+    assert (crm.name, crm.args) == ("webhooks.deliver_many", ("crm", [["evt_1", BODY], ["evt_3", "{}"]]))
+    assert crm.argsrepr == "('crm', ['evt_1', 'evt_3'])"
+    assert everything.args[1] == [["evt_1", BODY], ["evt_2", BODY], ["evt_3", "{}"]]
+
+
+def test_fanout_many_gives_an_endpoint_with_one_event_a_plain_delivery(registry, enqueued):
+    tasks.fanout_many.apply(args=([["company_created", "evt_2", BODY]],))
+    ((call,),) = [enqueued]
+    assert (call.name, call.args) == ("webhooks.deliver", ("all", "evt_2", BODY))
 
 
 @pytest.fixture
@@ -172,9 +181,116 @@ def test_an_unreachable_delivery_log_never_causes_a_second_post(registry, monkey
 def test_retry_delays_grow_under_a_doubling_ceiling():
     for number in range(1, 11):
         ceiling = min(tasks.settings.retry_backoff * 2 ** (number - 1), tasks.settings.retry_backoff_max)
-        assert all(0 <= tasks.retry_countdown(number) <= ceiling for _ in range(20))
+        assert all(0 <= retry_countdown(tasks.settings, number) <= ceiling for _ in range(20))
 
 
 def test_a_retry_reason_reads_as_a_sentence_in_flower():
     error = RetryableDeliveryError("HTTP 503 from endpoint 'crm' (attempt 4 of 11)", endpoint_id="crm", attempt=4)
     assert repr(error) == "RetryableDeliveryError: HTTP 503 from endpoint 'crm' (attempt 4 of 11)"
+
+
+def body(n):
+    return f'{{"id":"evt_{n}","name":"user_created","scope":"service"}}'
+
+
+def deliver_many(count, endpoint_id="crm", **options):
+    return tasks.deliver_many.apply(args=(endpoint_id, [[f"evt_{n}", body(n)] for n in range(1, count + 1)]), **options)
+
+
+@responses.activate
+def test_a_batch_posts_each_event_in_order_with_its_own_valid_signature(registry, log, enqueued):
+    responses.post(URL, status=200)
+    result = deliver_many(3)
+    assert result.get() == {"delivered": 3}
+    assert [call.request.body for call in responses.calls] == [body(n).encode() for n in (1, 2, 3)]
+    for call in responses.calls:
+        verify(call.request.body, call.request.headers[HEADER], "whsec_crm")
+    assert [log.get(f"evt_{n}@crm").state for n in (1, 2, 3)] == [State.DELIVERED] * 3
+    assert enqueued == []
+
+
+@responses.activate
+def test_a_failed_attempt_in_a_batch_waits_for_its_retry_as_a_delivery_of_its_own(registry, log, enqueued):
+    for status in (200, 503, 200):
+        responses.post(URL, status=status)
+    assert deliver_many(3).get() == {"delivered": 2, "retrying": 1}
+    (retry,) = enqueued
+    assert (retry.name, retry.args, retry.argsrepr) == (
+        "webhooks.deliver",
+        ("crm", "evt_2", body(2)),
+        "('crm', 'evt_2')",
+    )
+    assert retry.retries == 1 and retry.task_id  # the next attempt is number 2 of 11
+    failed = log.get("evt_2@crm")
+    assert (failed.state, failed.attempts, failed.last_result) == (State.RETRYING, 1, "HTTP 503")
+    assert failed.next_retry_at is not None
+    assert retry.due == pytest.approx(failed.next_retry_at.timestamp(), abs=1)
+
+
+@responses.activate
+def test_the_retry_of_a_batch_delivery_is_attempt_two_and_the_series_still_ends_at_eleven(registry, log, enqueued):
+    responses.post(URL, status=500)
+    deliver_many(2)
+    retry = enqueued[0]
+    result = tasks.deliver.apply(args=retry.args, retries=retry.retries)
+    assert str(result.result) == "HTTP 500 from endpoint 'crm' (attempt 11 of 11)"
+    assert len(responses.calls) == 2 + 10
+    assert [a.number for a in log.get("evt_1@crm").history] == list(range(1, 12))
+
+
+@responses.activate
+def test_a_batch_past_its_time_hands_what_it_has_not_attempted_to_other_tasks(registry, log, enqueued, monkeypatch):
+    monkeypatch.setattr(tasks, "BATCH_SECONDS", 0.0)
+    responses.post(URL, status=200)
+    assert deliver_many(4, retries=2).get() == {"delivered": 1, "handed_on": 3}
+    assert len(responses.calls) == 1
+    assert [(call.name, call.args[1], call.retries) for call in enqueued] == [
+        ("webhooks.deliver", f"evt_{n}", 2) for n in (2, 3, 4)
+    ]
+    assert log.get("evt_1@crm").history[0].number == 3
+
+
+@responses.activate
+def test_a_batch_to_a_disabled_endpoint_drops_every_delivery_without_a_request(registry, log, enqueued):
+    result = deliver_many(2, "off")
+    assert isinstance(result.result, PermanentDeliveryError)
+    assert len(responses.calls) == 0
+    assert [log.get(f"evt_{n}@off").state for n in (1, 2)] == [State.DROPPED] * 2
+
+
+@responses.activate
+def test_a_batch_whose_retries_cannot_be_enqueued_goes_back_on_the_queue_whole(registry, log, monkeypatch):
+    def broker_down(app, calls):
+        raise OperationalError("Connection refused.")
+
+    monkeypatch.setattr(tasks, "enqueue", broker_down)
+    responses.post(URL, status=503)
+    result = deliver_many(2)
+    assert result.state == "REJECTED"
+    assert isinstance(result.result, Reject) and result.result.requeue
+
+
+def test_flower_is_told_a_batch_delivery_waits_for_its_retry():
+    sent = []
+    dispatcher = SimpleNamespace(send=lambda kind, **fields: sent.append((kind, fields)))
+    task = SimpleNamespace(
+        request=SimpleNamespace(is_eager=False, hostname="worker@host"),
+        app=SimpleNamespace(
+            conf=SimpleNamespace(worker_send_task_events=True),
+            events=SimpleNamespace(default_dispatcher=lambda hostname: nullcontext(dispatcher)),
+        ),
+    )
+    attempt = Attempt(number=1, at=datetime.now(UTC), outcome="retry", latency_ms=3.0, status_code=503)
+    made = Made("crm", "evt_1", BODY, attempt, countdown=30)
+    call = tasks.retry_call(made)
+    tasks.announce_retries(task, [call], [made])
+    ((kind, fields),) = sent
+    assert kind == "task-retried"
+    assert (fields["uuid"], fields["name"], fields["args"], fields["retries"]) == (
+        call.task_id,
+        "webhooks.deliver",
+        "('crm', 'evt_1')",
+        1,
+    )
+    assert "HTTP 503 from endpoint 'crm' (attempt 1 of 11)" in fields["exception"]
+    assert BODY not in str(fields)

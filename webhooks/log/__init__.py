@@ -13,6 +13,7 @@ import redis
 from webhooks.log.records import (
     STATE_NAMES,
     Attempt,
+    AttemptRecord,
     Delivery,
     DeliverySummary,
     EndpointActivity,
@@ -28,6 +29,7 @@ from webhooks.settings import Settings
 __all__ = [
     "STATE_NAMES",
     "Attempt",
+    "AttemptRecord",
     "Delivery",
     "DeliveryLog",
     "DeliverySummary",

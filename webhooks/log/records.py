@@ -81,6 +81,17 @@ class Attempt:
         return f"HTTP {self.status_code}" if self.status_code is not None else str(self.error)
 
 
+class AttemptRecord(NamedTuple):
+    """One attempt as a worker hands it to the log: the delivery it belongs to and the state it led to."""
+
+    event_id: str
+    endpoint_id: str
+    event_name: str
+    body: str
+    attempt: Attempt
+    state: State
+
+
 def state_after(outcome: str, number: int) -> State:
     """The state an attempt's outcome leads to: the last allowed failed attempt makes the delivery ``failed``."""
     if outcome == "delivered":

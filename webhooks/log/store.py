@@ -31,6 +31,7 @@ from webhooks.errors import DeliveryLogError, DeliveryNotFoundError
 from webhooks.log.records import (
     RESPONSE_EXCERPT_BYTES,
     Attempt,
+    AttemptRecord,
     Delivery,
     DeliverySummary,
     EndpointActivity,
@@ -71,7 +72,7 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. (tonumber(now) - tonumber
 return redis.call('ZCARD', KEYS[1])
 """
 
-#: DeliveryLog.record_attempt, run in Redis: one command per attempt, where a MULTI/EXEC pipeline of sixteen
+#: DeliveryLog.record_attempt(s), run in Redis: one command per attempt, where a MULTI/EXEC pipeline of sixteen
 #: cost the worker a fifth of its time per delivery in redis-py's packing and parsing. KEYS: the delivery
 #: hash, its attempts list, the index of all deliveries, the endpoint's index, the endpoint's last attempt,
 #: its counts for this hour. ARGV: now, retention, delivery id, event id, endpoint id, event name, body,
@@ -177,37 +178,21 @@ class DeliveryLog:
         self, event_id: str, endpoint_id: str, body: str, event_name: str, attempt: Attempt, state: State
     ) -> None:
         """Store one attempt and the state it led to (``records.state_after``), in one round trip."""
-        now = attempt.at.timestamp()
-        did = delivery_id(event_id, endpoint_id)
-        counted = state in (State.DELIVERED, State.FAILED)
-        keys = [
-            self.KEY_DELIVERY.format(id=did),
-            self.KEY_ATTEMPTS.format(id=did),
-            self.KEY_ALL,
-            self.KEY_BY_ENDPOINT.format(endpoint_id=endpoint_id),
-            self.KEY_LAST.format(endpoint_id=endpoint_id),
-            self.KEY_COUNTS.format(endpoint_id=endpoint_id, hour=int(now // HOUR)),
-        ]
-        args: list[EncodableT] = [
-            now,
-            self.retention,
-            did,
-            event_id,
-            endpoint_id,
-            event_name,
-            body,
-            state.value,
-            attempt.number,
-            attempt.result,
-            attempt.latency_ms,
-            attempt.next_retry_at.timestamp() if attempt.next_retry_at else "",
-            _encode_attempt(attempt),
-            MAX_HISTORY,
-            state.value if counted else "",
-            ACTIVITY_WINDOW + HOUR,
-        ]
+        self.record_attempts([AttemptRecord(event_id, endpoint_id, event_name, body, attempt, state)])
+
+    def record_attempts(self, records: Sequence[AttemptRecord]) -> None:
+        """Store attempts (a batch task's) and the states they led to, in one round trip for all of them."""
+        if not records:
+            return
         with self._reachable():
-            count = int(self._record_attempt(keys=keys, args=args))
+            if len(records) == 1:  # no pipeline: redis-py checks a pipeline's scripts exist first, a round trip
+                count = int(self._record_attempt(*self._attempt_script_input(records[0])))
+            else:
+                with self._redis.pipeline(transaction=False) as pipe:
+                    for record in records:
+                        keys, args = self._attempt_script_input(record)
+                        self._record_attempt(keys=keys, args=args, client=pipe)
+                    count = int(pipe.execute()[-1])
         self._trim_if_full(count)
 
     def restart(self, did: str) -> Delivery:
@@ -299,6 +284,40 @@ class DeliveryLog:
             return self._redis.zcard(self.KEY_ALL)
 
     # Inside.
+
+    def _attempt_script_input(self, record: AttemptRecord) -> tuple[list[str], list[EncodableT]]:
+        """KEYS and ARGV of the attempt script for ``record``."""
+        attempt, endpoint_id = record.attempt, record.endpoint_id
+        now = attempt.at.timestamp()
+        did = delivery_id(record.event_id, endpoint_id)
+        counted = record.state in (State.DELIVERED, State.FAILED)
+        keys = [
+            self.KEY_DELIVERY.format(id=did),
+            self.KEY_ATTEMPTS.format(id=did),
+            self.KEY_ALL,
+            self.KEY_BY_ENDPOINT.format(endpoint_id=endpoint_id),
+            self.KEY_LAST.format(endpoint_id=endpoint_id),
+            self.KEY_COUNTS.format(endpoint_id=endpoint_id, hour=int(now // HOUR)),
+        ]
+        args: list[EncodableT] = [
+            now,
+            self.retention,
+            did,
+            record.event_id,
+            endpoint_id,
+            record.event_name,
+            record.body,
+            record.state.value,
+            attempt.number,
+            attempt.result,
+            attempt.latency_ms,
+            attempt.next_retry_at.timestamp() if attempt.next_retry_at else "",
+            _encode_attempt(attempt),
+            MAX_HISTORY,
+            record.state.value if counted else "",
+            ACTIVITY_WINDOW + HOUR,
+        ]
+        return keys, args
 
     def _index(self, pipe: redis.client.Pipeline, did: str, endpoint_id: str, now: float, *, nx: bool) -> None:
         by_endpoint = self.KEY_BY_ENDPOINT.format(endpoint_id=endpoint_id)
