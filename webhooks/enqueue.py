@@ -68,7 +68,8 @@ def enqueue(app: Celery, calls: Sequence[TaskCall]) -> None:
     """
     if not calls:
         return
-    if not uses_redis(app):
+    url = str(app.conf.broker_url)  # read once: Celery's settings lookups cost microseconds each
+    if not url.startswith(REDIS_SCHEMES):
         with app.producer_or_acquire() as producer:
             for call in calls:
                 countdown = None if call.due is None else max(0.0, call.due - time.time())
@@ -88,9 +89,9 @@ def enqueue(app: Celery, calls: Sequence[TaskCall]) -> None:
     later = {task_message(call, queue): call.due for call in calls if call.due is not None}
     try:
         if not later:  # the common case: one command
-            broker_client(app.conf.broker_url).lpush(queue, *now)
+            broker_client(url).lpush(queue, *now)
             return
-        with broker_client(app.conf.broker_url).pipeline(transaction=False) as pipe:
+        with broker_client(url).pipeline(transaction=False) as pipe:
             if now:
                 pipe.lpush(queue, *now)
             pipe.zadd(KEY_WAITING, later)

@@ -9,6 +9,7 @@ Validation collects every problem at once, because operators fix payloads from t
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, get_args
@@ -85,6 +86,8 @@ def _to_utc(value: object) -> datetime:
             "datetime_naive",
             f"Datetime {shown} has no time zone; give an aware datetime or a string ending in Z or an offset.",
         )
+    if parsed.tzinfo is UTC and not parsed.microsecond:
+        return parsed  # already what the rest of this function makes (the common case: "...Z" strings)
     try:
         # Seconds are the wire precision; truncating here keeps parse_event(serialize(e)) == e.
         return parsed.astimezone(UTC).replace(microsecond=0)
@@ -96,6 +99,8 @@ def _to_utc(value: object) -> datetime:
 
 def _format_utc(value: datetime) -> str:
     # isoformat() pads the year to four digits, which strftime("%Y") does not on every platform.
+    if value.tzinfo is UTC and not value.microsecond:  # what _to_utc returns: "...+00:00" becomes "...Z"
+        return value.isoformat()[:-6] + "Z"
     return value.replace(tzinfo=None, microsecond=0).isoformat() + "Z"
 
 
@@ -128,9 +133,13 @@ JsonObject = Annotated[dict[str, Any], AfterValidator(_json_copy)]
 """A free-form object (custom properties) that survives JSON exactly: nulls, nesting and unicode kept."""
 
 
+#: 1 to 255 characters, none of them whitespace (``\s`` is exactly what ``str.isspace`` accepts).
+_EVENT_ID = re.compile(r"\S{1,255}")
+
+
 def _check_event_id(value: str) -> str:
     """Receivers de-duplicate retries by id and log it, so it must be a single printable token."""
-    if not 1 <= len(value) <= 255 or any(char.isspace() or not char.isprintable() for char in value):
+    if not (_EVENT_ID.fullmatch(value) and value.isprintable()):
         raise _fail(
             "event_id",
             f"Event id {_show(value)} must be 1 to 255 characters without whitespace or control characters.",

@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import redis
+from redis.commands.core import Script
 from redis.typing import EncodableT
 
 from webhooks.errors import DeliveryLogError, DeliveryNotFoundError
@@ -154,25 +155,8 @@ class DeliveryLog:
         if not events:
             return
         now = self._clock()
-        with self._reachable(), self._redis.pipeline(transaction=False) as pipe:
-            for event in events:
-                ids = [delivery_id(event.event_id, endpoint_id) for endpoint_id in event.endpoint_ids]
-                keys = [
-                    self.KEY_ALL,
-                    *(self.KEY_DELIVERY.format(id=did) for did in ids),
-                    *(self.KEY_BY_ENDPOINT.format(endpoint_id=endpoint_id) for endpoint_id in event.endpoint_ids),
-                ]
-                fields: list[EncodableT] = [
-                    now,
-                    self.retention,
-                    event.event_id,
-                    event.event_name,
-                    event.body,
-                    State.PENDING.value,
-                ]
-                self._list_pending(keys=keys, args=[*fields, *ids, *event.endpoint_ids], client=pipe)
-            count = pipe.execute()[-1]
-        self._trim_if_full(count)
+        count = self._run(self._list_pending, [self._pending_script_input(event, now) for event in events])
+        self._trim_if_full(int(count))
 
     def record_attempt(
         self, event_id: str, endpoint_id: str, body: str, event_name: str, attempt: Attempt, state: State
@@ -182,18 +166,9 @@ class DeliveryLog:
 
     def record_attempts(self, records: Sequence[AttemptRecord]) -> None:
         """Store attempts (a batch task's) and the states they led to, in one round trip for all of them."""
-        if not records:
-            return
-        with self._reachable():
-            if len(records) == 1:  # no pipeline: redis-py checks a pipeline's scripts exist first, a round trip
-                count = int(self._record_attempt(*self._attempt_script_input(records[0])))
-            else:
-                with self._redis.pipeline(transaction=False) as pipe:
-                    for record in records:
-                        keys, args = self._attempt_script_input(record)
-                        self._record_attempt(keys=keys, args=args, client=pipe)
-                    count = int(pipe.execute()[-1])
-        self._trim_if_full(count)
+        if records:
+            count = self._run(self._record_attempt, [self._attempt_script_input(record) for record in records])
+            self._trim_if_full(int(count))
 
     def restart(self, did: str) -> Delivery:
         """Begin a new attempt series for a delivery (a redelivery): ``pending``, attempts back to 0."""
@@ -284,6 +259,27 @@ class DeliveryLog:
             return self._redis.zcard(self.KEY_ALL)
 
     # Inside.
+
+    def _run(self, script: Script, inputs: Sequence[tuple[list[str], list[EncodableT]]]) -> Any:
+        """Run ``script`` once per (KEYS, ARGV) in ``inputs``, in one round trip; return the last result."""
+        with self._reachable():
+            if len(inputs) == 1:  # no pipeline: redis-py checks a pipeline's scripts exist first, a round trip
+                return script(*inputs[0])
+            with self._redis.pipeline(transaction=False) as pipe:
+                for keys, args in inputs:
+                    script(keys=keys, args=args, client=pipe)
+                return pipe.execute()[-1]
+
+    def _pending_script_input(self, event: FannedOut, now: float) -> tuple[list[str], list[EncodableT]]:
+        """KEYS and ARGV of the pending script for one event's deliveries."""
+        ids = [delivery_id(event.event_id, endpoint_id) for endpoint_id in event.endpoint_ids]
+        keys = [
+            self.KEY_ALL,
+            *(self.KEY_DELIVERY.format(id=did) for did in ids),
+            *(self.KEY_BY_ENDPOINT.format(endpoint_id=endpoint_id) for endpoint_id in event.endpoint_ids),
+        ]
+        fields: list[EncodableT] = [now, self.retention, event.event_id, event.event_name, event.body]
+        return keys, [*fields, State.PENDING.value, *ids, *event.endpoint_ids]
 
     def _attempt_script_input(self, record: AttemptRecord) -> tuple[list[str], list[EncodableT]]:
         """KEYS and ARGV of the attempt script for ``record``."""
