@@ -409,9 +409,10 @@ def rows(results: Results) -> Iterator[Row]:
         label="1,000 `apply_async`",
         target=8.0,
     )
-    rates = [results.median("E rate", sender) for sender in ("ours", "naive")]
-    e_note = "each at half of its one-at-a-time A rate: ours {:,.0f}, naive {:,.0f} events/s".format(*rates)
-    e_note = e_note if None not in rates else ""
+    ours_rate, naive_rate = (results.median("E rate", sender) for sender in ("ours", "naive"))
+    e_note = ""
+    if ours_rate is not None and naive_rate is not None:
+        e_note = f"each at half of its one-at-a-time A rate: ours {ours_rate:,.0f}, naive {naive_rate:,.0f} events/s"
     row("E", "publish-to-receipt p50, one event at a time", "E p50", "ms", False, "naive", note=e_note)
     row("E", "publish-to-receipt p99, one event at a time", "E p99", "ms", False, "naive")
     row("F", "RSS of one worker (threads x 64) after A", "F after A, one process", "MB", False, "naive", bound=150)

@@ -127,51 +127,49 @@ def uses_redis(app: Celery) -> bool:
     return str(app.conf.broker_url).startswith(REDIS_SCHEMES)
 
 
+#: Celery's protocol-2 task message as kombu's Redis transport stores it, JSON text with the fields a call
+#: fills in named (each a JSON value already, but ``body``, base64 text, and ``retries``, a number).
+_MESSAGE = (
+    '{"body": "%(body)s", "content-encoding": "utf-8", "content-type": "application/json", "headers": '
+    '{"lang": "py", "task": %(name)s, "id": %(id)s, "shadow": null, "eta": null, "expires": null, "group": null, '
+    '"group_index": null, "retries": %(retries)d, "timelimit": [null, null], "root_id": %(id)s, "parent_id": null, '
+    '"argsrepr": %(argsrepr)s, "kwargsrepr": "{}", "origin": %(origin)s, "ignore_result": true, '
+    '"replaced_task_nesting": 0, "stamped_headers": null, "stamps": {}}, '
+    '"properties": {"correlation_id": %(id)s, "reply_to": "", "delivery_mode": 2, '
+    '"delivery_info": {"exchange": "", "routing_key": %(queue)s}, "priority": 0, "body_encoding": "base64", '
+    '"delivery_tag": %(id)s}}'
+)
+#: The message body's third part: no callbacks, errbacks, chain or chord.
+_EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
+
+
 def task_message(call: TaskCall, queue: str) -> bytes:
     """The JSON document kombu's Redis transport would push for ``call``: Celery's message protocol 2.
 
-    Built by hand rather than with ``app.amqp.create_task_message`` (five times slower); a unit test
-    holds the two equal, so a Celery upgrade that changes the protocol fails there first.
+    Built by hand rather than with ``app.amqp.create_task_message`` (ten times slower), and from a
+    template rather than a dict (half the time: a fan-out to 1,000 endpoints builds 1,000). A unit test
+    holds it equal to Celery's own, so a Celery upgrade that changes the protocol fails there first.
+    The worker applies the task's own time limits; ``delivery_tag`` is unique per message too, as kombu
+    keys unacknowledged messages by it.
     """
-    task_id = call.task_id or str(uuid4())
-    headers: dict[str, Any] = {
-        "lang": "py",
-        "task": call.name,
+    task_id = json.dumps(call.task_id or str(uuid4()))
+    body = json.dumps([list(call.args), {}, _EMBED]).encode()
+    fields = {
+        "body": base64.b64encode(body).decode("ascii"),
+        "name": json.dumps(call.name),
         "id": task_id,
-        "shadow": None,
-        "eta": None,
-        "expires": None,
-        "group": None,
-        "group_index": None,
         "retries": call.retries,
-        "timelimit": [None, None],  # the worker applies the task's own limits
-        "root_id": task_id,
-        "parent_id": None,
-        "argsrepr": call.argsrepr,
-        "kwargsrepr": "{}",
-        "origin": anon_nodename(),
-        "ignore_result": True,
-        "replaced_task_nesting": 0,
-        "stamped_headers": None,
-        "stamps": {},
+        "argsrepr": json.dumps(call.argsrepr),
+        "origin": _origin(),
+        "queue": json.dumps(queue),
     }
-    body = [list(call.args), {}, {"callbacks": None, "errbacks": None, "chain": None, "chord": None}]
-    envelope = {
-        "body": base64.b64encode(json.dumps(body).encode()).decode("ascii"),
-        "content-encoding": "utf-8",
-        "content-type": "application/json",
-        "headers": headers,
-        "properties": {
-            "correlation_id": task_id,
-            "reply_to": "",
-            "delivery_mode": 2,
-            "delivery_info": {"exchange": "", "routing_key": queue},
-            "priority": 0,
-            "body_encoding": "base64",
-            "delivery_tag": task_id,  # unique per message too; kombu keys unacknowledged messages by it
-        },
-    }
-    return json.dumps(envelope).encode()
+    return (_MESSAGE % fields).encode()
+
+
+@cache
+def _origin() -> str:
+    """This process's node name as a JSON string: the ``origin`` Celery's messages carry."""
+    return json.dumps(anon_nodename())
 
 
 @cache

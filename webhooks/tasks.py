@@ -278,23 +278,28 @@ def deliver_many(
         else:
             made.append(attempt(settings, endpoint, event_id, body, number))
     record(delivery_log(), made)
-    retries = [retry_call(one) for one in made if one.countdown is not None]
+    waiting = [one for one in made if one.countdown is not None]
+    retries = [retry_call(one) for one in waiting]
     rest = deliveries[len(made) :]
-    per_task = max(1, int(BATCH_SECONDS * len(made) / max(time.monotonic() - started, 1e-3)))
-    handed_on = [
-        delivery_calls(endpoint_id, rest[n : n + per_task], self.request.retries) for n in range(0, len(rest), per_task)
-    ]
+    seconds_each = (time.monotonic() - started) / max(len(made), 1)
     try:
-        enqueue(app, retries + handed_on)
+        enqueue(app, retries + hand_on(endpoint_id, rest, seconds_each, self.request.retries))
     except OperationalError as exc:
         raise Reject(exc, requeue=True) from exc
-    announce_retries(self, retries, [one for one in made if one.countdown is not None])
+    announce_retries(self, retries, waiting)
     counts = Counter(one.state.value for one in made)
     if rest:
         counts["handed_on"] = len(rest)
-    if isinstance(endpoint, str):
+    if isinstance(endpoint, str) and made:
         raise made[0].error()
     return dict(counts)
+
+
+def hand_on(endpoint_id: str, rest: Sequence[Sequence[str]], seconds_each: float, retries: int) -> list[TaskCall]:
+    """Tasks for the deliveries a batch did not reach, each sized to take about BATCH_SECONDS at
+    ``seconds_each`` per delivery; ``retries``: the attempts each has had (they keep their number)."""
+    per_task = max(1, int(BATCH_SECONDS / max(seconds_each, 1e-6)))
+    return [delivery_calls(endpoint_id, rest[n : n + per_task], retries) for n in range(0, len(rest), per_task)]
 
 
 def current_endpoint(endpoint_id: str) -> Endpoint | str:

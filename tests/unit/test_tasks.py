@@ -294,3 +294,15 @@ def test_flower_is_told_a_batch_delivery_waits_for_its_retry():
     )
     assert "HTTP 503 from endpoint 'crm' (attempt 1 of 11)" in fields["exception"]
     assert BODY not in str(fields)
+
+
+def test_what_a_batch_hands_on_is_sized_to_take_about_batch_seconds_at_the_latency_seen():
+    rest = [[f"evt_{n}", "{}"] for n in range(95)]
+    calls = tasks.hand_on("crm", rest, seconds_each=tasks.BATCH_SECONDS / 10, retries=0)
+    assert [len(call.args[1]) for call in calls] == [10] * 9 + [5]
+    assert {call.name for call in calls} == {"webhooks.deliver_many"}
+    slow = tasks.hand_on("crm", rest[:3], seconds_each=tasks.BATCH_SECONDS * 2, retries=4)
+    assert [(call.name, call.args[1], call.retries) for call in slow] == [
+        ("webhooks.deliver", f"evt_{n}", 4) for n in range(3)
+    ]
+    assert [call.args[1] for call in calls][0] == rest[:10]  # in order

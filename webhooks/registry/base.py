@@ -7,6 +7,7 @@ operator reaches retries that are already scheduled.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
@@ -26,6 +27,10 @@ DEFAULT_OVERLAP_SECONDS = 86_400
 SaveResult = Literal["added", "updated", "unchanged"]
 
 
+#: ``\s`` is exactly what ``str.isspace`` accepts.
+_WHITE_SPACE = re.compile(r"\s")
+
+
 def check_url(url: str) -> str:
     """Return ``url`` if it is an absolute http(s) URL with a host; raise ValueError with a sentence if not."""
     try:
@@ -37,7 +42,7 @@ def check_url(url: str) -> str:
         raise ValueError(f"The URL {url!r} must start with http:// or https://.")
     if not parts.hostname:
         raise ValueError(f"The URL {url!r} has no host name.")
-    if any(char.isspace() for char in url):
+    if _WHITE_SPACE.search(url):
         raise ValueError(f"The URL {url!r} contains white space.")
     return url
 
