@@ -141,7 +141,7 @@ def delivery_call(endpoint_id: str, event_id: str, body: str, retries: int = 0) 
     return TaskCall("webhooks.deliver", args, _BodyHiddenTask.shown(args), retries=retries)
 
 
-def delivery_calls(endpoint_id: str, deliveries: Sequence[Sequence[str]], retries: int = 0) -> TaskCall:
+def deliveries_call(endpoint_id: str, deliveries: Sequence[Sequence[str]], retries: int = 0) -> TaskCall:
     """The task for ``[[event_id, body], ...]`` to one endpoint: ``deliver`` for one, ``deliver_many`` for more.
 
     ``retries`` is how many attempts each has had already (a batch whose registry lookup was retried).
@@ -195,7 +195,7 @@ def fan_out(events: Sequence[tuple[str, str, str]]) -> int:
     for event in batch:
         for endpoint_id in event.endpoint_ids:
             by_endpoint.setdefault(endpoint_id, []).append([event.event_id, event.body])
-    enqueue(app, [delivery_calls(endpoint_id, deliveries) for endpoint_id, deliveries in by_endpoint.items()])
+    enqueue(app, [deliveries_call(endpoint_id, deliveries) for endpoint_id, deliveries in by_endpoint.items()])
     for event in batch:
         log_fields(
             logger,
@@ -299,7 +299,7 @@ def hand_on(endpoint_id: str, rest: Sequence[Sequence[str]], seconds_each: float
     """Tasks for the deliveries a batch did not reach, each sized to take about BATCH_SECONDS at
     ``seconds_each`` per delivery; ``retries``: the attempts each has had (they keep their number)."""
     per_task = max(1, int(BATCH_SECONDS / max(seconds_each, 1e-6)))
-    return [delivery_calls(endpoint_id, rest[n : n + per_task], retries) for n in range(0, len(rest), per_task)]
+    return [deliveries_call(endpoint_id, rest[n : n + per_task], retries) for n in range(0, len(rest), per_task)]
 
 
 def current_endpoint(endpoint_id: str) -> Endpoint | str:
