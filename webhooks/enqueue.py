@@ -69,7 +69,7 @@ def enqueue(app: Celery, calls: Sequence[TaskCall]) -> None:
     if not calls:
         return
     url = str(app.conf.broker_url)  # read once: Celery's settings lookups cost microseconds each
-    if not url.startswith(REDIS_SCHEMES):
+    if not is_redis_url(url):
         with app.producer_or_acquire() as producer:
             for call in calls:
                 countdown = None if call.due is None else max(0.0, call.due - time.time())
@@ -124,7 +124,12 @@ def release_due(app: Celery, now: float) -> int:
 
 def uses_redis(app: Celery) -> bool:
     """Whether the broker's queues are Redis lists this module can write to."""
-    return str(app.conf.broker_url).startswith(REDIS_SCHEMES)
+    return is_redis_url(str(app.conf.broker_url))
+
+
+def is_redis_url(url: str) -> bool:
+    """Whether a broker URL names Redis (kombu's Redis transport, our pushes and waiting set)."""
+    return url.startswith(REDIS_SCHEMES)
 
 
 #: Celery's protocol-2 task message as kombu's Redis transport stores it, JSON text with the fields a call

@@ -15,6 +15,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any
@@ -268,15 +269,16 @@ def deliver_many(
     """
     number = self.request.retries + 1
     endpoint = current_endpoint(endpoint_id)
+    if isinstance(endpoint, str):
+        refused = [refusal(endpoint_id, event_id, body, number, endpoint) for event_id, body in deliveries]
+        record(delivery_log(), refused)
+        raise refused[0].error()
     made: list[Made] = []
     started = time.monotonic()
     for event_id, body in deliveries:
-        if isinstance(endpoint, str):
-            made.append(refusal(endpoint_id, event_id, body, number, endpoint))
-        elif made and time.monotonic() - started > BATCH_SECONDS:
+        if made and time.monotonic() - started > BATCH_SECONDS:
             break
-        else:
-            made.append(attempt(settings, endpoint, event_id, body, number))
+        made.append(attempt(settings, endpoint, event_id, body, number))
     record(delivery_log(), made)
     waiting = [one for one in made if one.countdown is not None]
     retries = [retry_call(one) for one in waiting]
@@ -290,8 +292,6 @@ def deliver_many(
     counts = Counter(one.state.value for one in made)
     if rest:
         counts["handed_on"] = len(rest)
-    if isinstance(endpoint, str) and made:
-        raise made[0].error()
     return dict(counts)
 
 
@@ -315,7 +315,7 @@ def retry_call(made: Made) -> TaskCall:
     """The ``webhooks.deliver`` that makes the attempt after ``made``, waiting until it is due."""
     assert made.countdown is not None
     call = delivery_call(made.endpoint_id, made.event_id, made.body, retries=made.attempt.number)
-    return TaskCall(call.name, call.args, call.argsrepr, str(uuid4()), call.retries, time.time() + made.countdown)
+    return replace(call, task_id=str(uuid4()), due=time.time() + made.countdown)
 
 
 def announce_retries(task: Task[Any, Any], calls: Sequence[TaskCall], made: Sequence[Made]) -> None:
