@@ -182,12 +182,12 @@ def fan_out(events: Sequence[tuple[str, str, str]]) -> int:
     A fan-out run twice (a worker lost before its ack) enqueues its deliveries twice; receivers
     deduplicate on the event id (spec), and the log keeps one record per delivery.
     """
-    subscribed: dict[str, list[Endpoint]] = {}
+    subscribers: dict[str, list[str]] = {}
     batch: list[FannedOut] = []
     for name, event_id, body in events:
-        if name not in subscribed:
-            subscribed[name] = registry().subscribed(name)
-        batch.append(FannedOut(event_id, name, body, [endpoint.id for endpoint in subscribed[name]]))
+        if name not in subscribers:
+            subscribers[name] = registry().subscribers(name)
+        batch.append(FannedOut(event_id, name, body, subscribers[name]))
     try:  # pending first: an attempt's record must never be overwritten by its own pending one
         delivery_log().enqueued(batch)
     except DeliveryLogError as exc:

@@ -18,11 +18,22 @@ from webhooks.enqueue import KEY_WAITING, TaskCall, enqueue, release_due, task_m
 CALL = TaskCall("webhooks.deliver", ("crm", "evt_1", '{"id":"evt_1"}'), "('crm', 'evt_1')")
 
 
-def test_the_message_matches_celerys_own_protocol_2_message():
-    document = json.loads(task_message(CALL, "celery"))
+@pytest.mark.parametrize(
+    "call",
+    [
+        CALL,
+        TaskCall("webhooks.deliver_many", ("ep_1", [["evt_1", "{}"], ["evt_2", '{"a":"é"}']]), "('ep_1', [...])"),
+        TaskCall("webhooks.fanout_many", ([["user_created", "evt_1", "{}"]],), "[('user_created', 'evt_1')]"),
+        TaskCall("webhooks.fanout_inbox", (), "()"),
+        TaskCall("webhooks.deliver", ("é\"x", "evt_1", "{}"), "('é\"x', 'evt_1')"),
+    ],
+    ids=["deliver", "deliver_many", "fanout_many", "no_arguments", "escaped_first_argument"],
+)
+def test_the_message_matches_celerys_own_protocol_2_message(call):
+    document = json.loads(task_message(call, "celery"))
     task_id = document["headers"]["id"]
     celerys = app.amqp.create_task_message(
-        task_id, CALL.name, CALL.args, {}, argsrepr=CALL.argsrepr, ignore_result=True
+        task_id, call.name, call.args, {}, argsrepr=call.argsrepr, ignore_result=True
     )
     assert document["headers"] == {**celerys.headers, "timelimit": [None, None]}
     assert json.loads(base64.b64decode(document["body"])) == json.loads(json.dumps(celerys.body))
@@ -94,3 +105,11 @@ def test_a_delivery_retry_goes_to_the_waiting_set_with_its_id_and_count(redis_br
     headers = json.loads(message)["headers"]
     assert (headers["id"], headers["retries"], headers["argsrepr"]) == ("task-2", 4, "('crm', 'evt_1')")
     assert due > 0
+
+
+def test_one_events_messages_to_endpoints_of_every_id_length_each_carry_their_own_endpoint():
+    # The event's part of the body is encoded once and joined to each endpoint's part (padded to 3 bytes).
+    body = '{"id":"evt_1","name":"user_created"}'
+    ids = [f"ep_{'x' * n}" for n in range(4)]
+    documents = [json.loads(task_message(TaskCall("webhooks.deliver", (i, "evt_1", body), i), "celery")) for i in ids]
+    assert [json.loads(base64.b64decode(d["body"]))[0] for d in documents] == [[i, "evt_1", body] for i in ids]

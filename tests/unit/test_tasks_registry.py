@@ -28,9 +28,9 @@ class FlakyRegistry(MemoryRegistry):
         self._fail_first()
         return super().get(endpoint_id)
 
-    def subscribed(self, event_name):
+    def subscribers(self, event_name):
         self._fail_first()
-        return super().subscribed(event_name)
+        return super().subscribers(event_name)
 
 
 @responses.activate

@@ -110,8 +110,11 @@ class Registry(Protocol):
         """The endpoint with this id; raises EndpointNotFoundError."""
         ...
 
-    def subscribed(self, event_name: str) -> list[Endpoint]:
-        """Enabled endpoints subscribed to ``event_name``."""
+    def subscribers(self, event_name: str) -> list[str]:
+        """The ids of the enabled endpoints subscribed to ``event_name``.
+
+        Ids only: fan-out needs no more, and each delivery reads its endpoint again when it is sent.
+        """
         ...
 
     def list(self) -> list[Endpoint]:

@@ -33,8 +33,8 @@ class MemoryRegistry:
         except KeyError:
             raise EndpointNotFoundError(endpoint_id) from None
 
-    def subscribed(self, event_name: str) -> list[Endpoint]:
-        return [endpoint for endpoint in self._endpoints.values() if endpoint.subscribes_to(event_name)]
+    def subscribers(self, event_name: str) -> list[str]:
+        return [endpoint.id for endpoint in self._endpoints.values() if endpoint.subscribes_to(event_name)]
 
     def list(self) -> list[Endpoint]:
         return list(self._endpoints.values())

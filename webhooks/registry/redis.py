@@ -9,8 +9,8 @@ Layout (key templates below, rq style; no key literal appears anywhere else):
 - a sorted set of every id, scored by a creation counter, so ``list()`` keeps creation order;
 - one set per event name holding the ids of the *enabled* endpoints subscribed to it.
 
-Fan-out reads one event's set and then every document in one MGET: two round trips, however many
-endpoints there are. Writes WATCH the endpoint's document, then change it and the event sets
+Fan-out reads one event's set: one round trip and no documents, however many endpoints there are
+(each delivery reads its endpoint's document when it is sent). Writes WATCH the endpoint's document, then change it and the event sets
 in one MULTI/EXEC, so the index never disagrees with the documents, even with concurrent writers.
 """
 
@@ -92,12 +92,9 @@ class RedisRegistry:
             raise EndpointNotFoundError(endpoint_id)
         return endpoint
 
-    def subscribed(self, event_name: str) -> list[Endpoint]:
+    def subscribers(self, event_name: str) -> list[str]:
         with self._reachable():
-            ids = sorted(cast(set[str], self._redis.smembers(self.KEY_BY_EVENT.format(name=event_name))))
-            endpoints = self._read(ids)
-        # The index may have changed between the two reads: check each document itself.
-        return [endpoint for endpoint in endpoints if endpoint.subscribes_to(event_name)]
+            return sorted(cast(set[str], self._redis.smembers(self.KEY_BY_EVENT.format(name=event_name))))
 
     # Writes: what operators do, through the CLI or the settings page.
 
