@@ -374,7 +374,7 @@ def rows(results: Results) -> Iterator[Row]:
         "deliveries/s",
         True,
         "naive",
-        note="ours: two tasks per event (fanout, deliver)",
+        note="ours: events wait in the inbox for one fan-out task",
     )
     row("B", "receiver answers in 100 ms", "B 100 ms", "deliveries/s", True, "naive", target=15.0)
     row(

@@ -21,6 +21,7 @@ from typing import Any
 from bench.events import EVENT_NAME, bodies, event_kwargs
 from bench.harness import BIN, SECRET, Harness, Process, wait_until
 from webhooks.enqueue import KEY_WAITING, TaskCall, enqueue
+from webhooks.inbox import KEY_INBOX, KEY_LEASE
 from webhooks.registry.base import Endpoint
 from webhooks.registry.redis import RedisRegistry
 from webhooks.settings import load_settings, use_settings
@@ -177,10 +178,10 @@ def raw_clients(harness: Harness, url: str, count: int, threads: int) -> Iterato
 
 
 def queues_empty(harness: Harness) -> bool:
-    """Nothing queued or unacknowledged for ours or the naive sender, and no retry waiting."""
+    """Nothing queued or unacknowledged for ours or the naive sender, no retry waiting, no event in the inbox."""
     client, naive = harness.redis(OURS_DB), harness.redis(NAIVE_DB)
     return not any(
-        [client.llen("celery"), client.hlen("unacked"), client.zcard(KEY_WAITING)]
+        [client.llen("celery"), client.hlen("unacked"), client.zcard(KEY_WAITING), client.llen(KEY_INBOX)]
         + [naive.llen("celery"), naive.hlen("unacked")]
     )
 
@@ -188,4 +189,4 @@ def queues_empty(harness: Harness) -> bool:
 def drop_queues(harness: Harness) -> None:
     """Throw away what a publish-only measurement queued (no worker runs then)."""
     for db in (OURS_DB, NAIVE_DB):
-        harness.redis(db).delete("celery")
+        harness.redis(db).delete("celery", KEY_INBOX, KEY_LEASE)

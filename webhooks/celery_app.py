@@ -23,6 +23,7 @@ from celery.signals import after_setup_logger, after_setup_task_logger, worker_p
 from kombu.exceptions import OperationalError
 
 from webhooks.enqueue import is_redis_url, release_due, uses_redis
+from webhooks.inbox import ensure_fanout
 from webhooks.logformat import use_json_lines
 from webhooks.settings import Settings, get_settings
 
@@ -77,7 +78,8 @@ def create_celery_app(settings: Settings) -> Celery:
 
 
 class ReleaseDueRetries(bootsteps.StartStopStep):
-    """In every worker, a thread that moves retries whose time has come from Redis onto the queue."""
+    """In every worker, a thread that moves retries whose time has come from Redis onto the queue, and
+    schedules a fan-out of the inbox when its task was lost (``inbox.ensure_fanout``)."""
 
     requires = ("celery.worker.components:Pool",)  # started after a prefork pool has forked its children
 
@@ -101,6 +103,7 @@ class ReleaseDueRetries(bootsteps.StartStopStep):
         while not self._stopping.wait(RELEASE_INTERVAL_SECONDS):
             try:
                 release_due(app, time.time())
+                ensure_fanout(app)  # events in the inbox whose fan-out task was lost with its worker
             except OperationalError as exc:  # the worker's own connection reports the outage too; keep trying
                 logger.warning("Due retries cannot be moved to the queue: %s", exc)
 

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+from celery import Celery
 from kombu.exceptions import OperationalError
 from kombu.utils.url import maybe_sanitize_url
 
-from webhooks.enqueue import TaskCall, enqueue
+from webhooks import inbox
+from webhooks.enqueue import TaskCall, enqueue, uses_redis
 from webhooks.errors import InvalidEventError, PublishError
 from webhooks.events import Company, Event, Relationship, User, build_event, serialize
 from webhooks.samples import sample_event_kwargs
 
-#: Events per ``webhooks.fanout_many`` task in publish_events(): one registry lookup per event name
-#: and one push of all their deliveries, while a batch still spreads over several workers.
+#: Events per ``webhooks.fanout_many`` task in publish_events(), and most a ``webhooks.fanout_inbox`` takes:
+#: one registry lookup per event name and one push of all their deliveries, while a batch still spreads
+#: over several workers.
 EVENTS_PER_FANOUT = 100
 #: The keys an event mapping given to publish_events() may have: publish_event's arguments.
 EVENT_FIELDS = frozenset({"name", "user", "company", "relationship", "properties", "occurred_at", "event_id"})
@@ -48,8 +52,11 @@ def publish_event(
         now=datetime.now(UTC),
     )
     body = serialize(event).decode("utf-8")
-    call = TaskCall("webhooks.fanout", (event.name, event.id, body), repr((event.name, event.id)))
-    _enqueue([call], f"Event {event.id} was not published")
+    with _broker(f"Event {event.id} was not published") as app:
+        if uses_redis(app):  # into the inbox, fanned out with the events published about the same time
+            inbox.publish(app, event.name, event.id, body)
+        else:  # the demo's in-process broker: one fan-out task per event
+            enqueue(app, [TaskCall("webhooks.fanout", (event.name, event.id, body), repr((event.name, event.id)))])
     return event.id
 
 
@@ -108,10 +115,17 @@ def _build(position: int, fields: Mapping[str, Any], now: datetime) -> Event:
 
 
 def _enqueue(calls: list[TaskCall], failure: str) -> None:
+    with _broker(failure) as app:
+        enqueue(app, calls)
+
+
+@contextmanager
+def _broker(failure: str) -> Iterator[Celery]:
+    """The Celery app, with an unreachable broker reported as PublishError (``failure``, then why)."""
     from webhooks.celery_app import app  # the Celery app is built on first publish, not at import
 
     try:
-        enqueue(app, calls)
+        yield app
     except OperationalError as exc:
         broker = maybe_sanitize_url(app.conf.broker_url)
         raise PublishError(f"{failure}: the broker at {broker} cannot be reached ({exc}).") from None

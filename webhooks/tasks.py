@@ -1,8 +1,9 @@
 """The Celery tasks. They are thin: look the endpoint up, make attempts (``attempts.py``), map the result to Celery.
 
 ``webhooks.fanout`` turns one event into one ``webhooks.deliver`` per subscribed endpoint.
-``webhooks.fanout_many`` does it for a batch from ``publish_events``: an endpoint that several of the
-batch's events go to gets one ``webhooks.deliver_many`` for all of them, so while its receiver answers
+``webhooks.fanout_many`` does it for a batch from ``publish_events``, and ``webhooks.fanout_inbox`` for the
+events published one at a time that wait in the inbox: an endpoint that several of the batch's events go
+to gets one ``webhooks.deliver_many`` for all of them, so while its receiver answers
 fast they share one task (Celery costs about as much CPU per task as a POST does). All are pushed in
 one round trip. ``webhooks.deliver`` makes one attempt, records it in the delivery log and schedules
 the next one with Celery's retry (full-jitter exponential backoff, at most MAX_RETRIES retries).
@@ -29,6 +30,7 @@ from celery.utils.saferepr import saferepr
 from celery.worker.request import Request
 from kombu.exceptions import OperationalError
 
+from webhooks import inbox
 from webhooks.attempts import Made, attempt, record, refusal
 from webhooks.celery_app import app, settings
 from webhooks.enqueue import TaskCall, enqueue, uses_redis
@@ -41,6 +43,7 @@ from webhooks.errors import (
 )
 from webhooks.log import DeliveryLog, FannedOut, State, open_delivery_log
 from webhooks.logformat import log_fields
+from webhooks.publishing import EVENTS_PER_FANOUT
 from webhooks.registry import Endpoint, Registry, open_registry
 from webhooks.settings import MAX_RETRIES
 
@@ -172,6 +175,21 @@ def fanout(event_name: str, event_id: str, body: str) -> int:
 def fanout_many(events: list[list[str]]) -> int:
     """``fanout`` for a batch of ``[name, id, body]`` (``publish_events``): one push for all their deliveries."""
     return fan_out([(name, event_id, body) for name, event_id, body in events])
+
+
+@app.task(base=_BodyHiddenTask, name=inbox.FANOUT_TASK, bind=True, **_FANOUT_OPTIONS)
+def fanout_inbox(self: Task[[], int]) -> int:
+    """``fanout_many`` for the events published one at a time that wait in the inbox (``inbox.py``).
+
+    Returns how many deliveries it enqueued: 0 when another fan-out holds the inbox and takes its events.
+    """
+    task_id = str(self.request.id)
+    events = inbox.claim(app, task_id, EVENTS_PER_FANOUT)
+    if events is None:
+        return 0
+    count = fan_out(events)
+    inbox.done(app, task_id, len(events))
+    return count
 
 
 def fan_out(events: Sequence[tuple[str, str, str]]) -> int:

@@ -26,6 +26,7 @@ import yaml
 from tests.receiver import Receiver
 from tests.waiting import wait_until
 from webhooks.enqueue import KEY_WAITING
+from webhooks.inbox import KEY_INBOX
 
 pytestmark = pytest.mark.integration
 
@@ -127,10 +128,16 @@ def service_env(redis_server: RedisServer, registry: Path | str, **settings: str
 
 
 def nothing_waits(env: Mapping[str, str]) -> bool:
-    """No task is queued, held unacknowledged or waiting for its retry in the broker of ``env``."""
+    """No task is queued, held unacknowledged or waiting for its retry, and no event for its fan-out, in the
+    broker of ``env``."""
     client = redis.Redis.from_url(env["WEBHOOKS_BROKER_URL"])
     try:
-        return client.llen("celery") == 0 and client.hlen("unacked") == 0 and client.zcard(KEY_WAITING) == 0
+        return (
+            client.llen("celery") == 0
+            and client.hlen("unacked") == 0
+            and client.zcard(KEY_WAITING) == 0
+            and client.llen(KEY_INBOX) == 0
+        )
     finally:
         client.close()
 

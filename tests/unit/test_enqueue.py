@@ -25,7 +25,7 @@ CALL = TaskCall("webhooks.deliver", ("crm", "evt_1", '{"id":"evt_1"}'), "('crm',
         TaskCall("webhooks.deliver_many", ("ep_1", [["evt_1", "{}"], ["evt_2", '{"a":"é"}']]), "('ep_1', [...])"),
         TaskCall("webhooks.fanout_many", ([["user_created", "evt_1", "{}"]],), "[('user_created', 'evt_1')]"),
         TaskCall("webhooks.fanout_inbox", (), "()"),
-        TaskCall("webhooks.deliver", ("é\"x", "evt_1", "{}"), "('é\"x', 'evt_1')"),
+        TaskCall("webhooks.deliver", ('é"x', "evt_1", "{}"), "('é\"x', 'evt_1')"),
     ],
     ids=["deliver", "deliver_many", "fanout_many", "no_arguments", "escaped_first_argument"],
 )

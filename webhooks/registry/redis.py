@@ -10,8 +10,9 @@ Layout (key templates below, rq style; no key literal appears anywhere else):
 - one set per event name holding the ids of the *enabled* endpoints subscribed to it.
 
 Fan-out reads one event's set: one round trip and no documents, however many endpoints there are
-(each delivery reads its endpoint's document when it is sent). Writes WATCH the endpoint's document, then change it and the event sets
-in one MULTI/EXEC, so the index never disagrees with the documents, even with concurrent writers.
+(each delivery reads its endpoint's document when it is sent). Writes WATCH the endpoint's document,
+then change it and the event sets in one MULTI/EXEC, so the index never disagrees with the documents,
+even with concurrent writers.
 """
 
 from __future__ import annotations

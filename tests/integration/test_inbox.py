@@ -1,0 +1,72 @@
+"""Events published one at a time, on real parts: they wait in the inbox for one fan-out task, reach every
+endpoint once and signed, and a fan-out task lost with its worker is replaced once its lease lapses."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.integration.conftest import nothing_waits, publish, service_env, write_registry
+from tests.waiting import wait_until
+from webhooks.inbox import KEY_INBOX, KEY_LEASE
+from webhooks.samples import sample_event_kwargs
+from webhooks.signing import HEADER, verify
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def setup(redis_server, receiver, tmp_path):
+    registry = write_registry(
+        tmp_path / "endpoints.yaml",
+        [
+            {"id": id_, "url": receiver.url(f"/{id_}"), "secret": f"whsec_{id_}", "events": ["user_created"]}
+            for id_ in ("inbox-a", "inbox-b")
+        ],
+    )
+    env = service_env(redis_server, registry)
+    redis_server.client().delete(KEY_LEASE)  # one an earlier test's worker may have left, stopped mid-fan-out
+    assert nothing_waits(env)
+    return env
+
+
+def received(receiver, path, ids):
+    return [request for request in receiver.requests(path) if json.loads(request.body)["id"] in ids]
+
+
+def queued_tasks(redis_server) -> list[str]:
+    return [json.loads(message)["headers"]["task"] for message in redis_server.client().lrange("celery", 0, -1)]
+
+
+def test_events_published_one_at_a_time_share_one_fanout_task_and_reach_every_endpoint_once_signed(
+    setup, receiver, redis_server, start_worker
+):
+    ids = publish(setup, [("user_created", sample_event_kwargs("user_created"))] * 30)  # no worker yet
+    assert redis_server.client().llen(KEY_INBOX) == 30
+    assert queued_tasks(redis_server) == ["webhooks.fanout_inbox"]  # one task for the 30 events
+
+    worker = start_worker(setup)
+    for path in ("/inbox-a", "/inbox-b"):
+        wait_until(lambda path=path: len(received(receiver, path, ids)) == 30, timeout=60, what=f"30 events at {path}")
+    wait_until(lambda: nothing_waits(setup), timeout=30, what="no task or event left in the broker")
+    for path in ("/inbox-a", "/inbox-b"):
+        requests = received(receiver, path, ids)
+        assert sorted(json.loads(request.body)["id"] for request in requests) == sorted(ids)  # each once
+        for request in requests:
+            verify(request.body, request.headers[HEADER], f"whsec{path.replace('/', '_')}")
+    assert not redis_server.client().exists(KEY_LEASE)
+    assert "Traceback" not in worker.output()
+
+
+def test_events_whose_fanout_task_was_lost_are_fanned_out_once_its_lease_lapses(
+    setup, receiver, redis_server, start_worker
+):
+    redis_server.client().set(KEY_LEASE, "a-task-lost-with-its-worker", px=2000)
+    ids = publish(setup, [("user_created", sample_event_kwargs("user_created"))] * 5)
+    assert queued_tasks(redis_server) == []  # the lease holder was to take them
+
+    start_worker(setup)
+    wait_until(lambda: len(received(receiver, "/inbox-a", ids)) == 5, timeout=30, what="the 5 events")
+    wait_until(lambda: nothing_waits(setup), timeout=30, what="no task or event left in the broker")
+    assert sorted(json.loads(request.body)["id"] for request in received(receiver, "/inbox-a", ids)) == sorted(ids)
