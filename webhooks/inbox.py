@@ -19,6 +19,7 @@ new one, which fans out the events the lost one had not removed: they may reach 
 from __future__ import annotations
 
 import json
+import threading
 from functools import cache
 from typing import Any
 from uuid import uuid4
@@ -39,24 +40,45 @@ LEASE_SECONDS = 60
 #: The task that fans the inbox out.
 FANOUT_TASK = "webhooks.fanout_inbox"
 
-#: KEYS: inbox, lease, queue. ARGV: the event, lease seconds, a new task's id, its message.
-#: Appends the event and, unless a fan-out holds the lease, schedules one at the head of the queue
-#: (the queue's consumers pop from the right).
-_PUBLISH = """
-redis.call('RPUSH', KEYS[1], ARGV[1])
-if redis.call('SET', KEYS[2], ARGV[3], 'NX', 'EX', ARGV[2]) then
-    redis.call('RPUSH', KEYS[3], ARGV[4])
-end
-"""
+# The scripts that may schedule a fan-out task take KEYS inbox, lease, queue and ARGV[1..3] the task's id, its
+# message and the lease's seconds. A scheduled task goes to the head of the queue (its consumers pop from the
+# right); the script then returns a number above 0.
 
-#: KEYS: inbox, lease, queue. ARGV: lease seconds, a new task's id, its message.
-#: Schedules a fan-out when events wait and no task holds the lease (it lapsed with a lost task).
-_ENSURE = """
-if redis.call('LLEN', KEYS[1]) > 0 and redis.call('SET', KEYS[2], ARGV[2], 'NX', 'EX', ARGV[1]) then
-    redis.call('RPUSH', KEYS[3], ARGV[3])
+#: ARGV[4]: the event. Appends it and, unless a fan-out holds the lease, schedules one.
+_PUBLISH = """
+redis.call('RPUSH', KEYS[1], ARGV[4])
+if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'EX', ARGV[3]) then
+    redis.call('RPUSH', KEYS[3], ARGV[2])
     return 1
 end
 return 0
+"""
+
+#: Schedules a fan-out when events wait and no task holds the lease (it lapsed with a lost task).
+_ENSURE = """
+if redis.call('LLEN', KEYS[1]) > 0 and redis.call('SET', KEYS[2], ARGV[1], 'NX', 'EX', ARGV[3]) then
+    redis.call('RPUSH', KEYS[3], ARGV[2])
+    return 1
+end
+return 0
+"""
+
+#: ARGV[4]: the id of the task that is done, ARGV[5]: how many events it fanned out. Removes them if that
+#: task still holds the lease, then hands the lease to a new task if events wait, or frees it. Returns -1
+#: if the lease was lost (the events stay for its holder), else how many events wait.
+_DONE = """
+if redis.call('GET', KEYS[2]) ~= ARGV[4] then
+    return -1
+end
+redis.call('LTRIM', KEYS[1], ARGV[5], -1)
+local waiting = redis.call('LLEN', KEYS[1])
+if waiting > 0 then
+    redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[3])
+    redis.call('RPUSH', KEYS[3], ARGV[2])
+else
+    redis.call('DEL', KEYS[2])
+end
+return waiting
 """
 
 #: KEYS: inbox, lease. ARGV: the task's id, lease seconds, how many. The oldest events, without removing
@@ -70,40 +92,18 @@ redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2])
 return redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[3]) - 1)
 """
 
-#: KEYS: inbox, lease, queue. ARGV: the task's id, how many it fanned out, lease seconds, the next task's id,
-#: its message. Removes them if this task still holds the lease; then hands the lease to the next task if
-#: events wait, or frees it. Returns -1 if the lease was lost (the events stay for its holder), else how
-#: many events wait.
-_DONE = """
-if redis.call('GET', KEYS[2]) ~= ARGV[1] then
-    return -1
-end
-redis.call('LTRIM', KEYS[1], ARGV[2], -1)
-local waiting = redis.call('LLEN', KEYS[1])
-if waiting > 0 then
-    redis.call('SET', KEYS[2], ARGV[4], 'EX', ARGV[3])
-    redis.call('RPUSH', KEYS[3], ARGV[5])
-else
-    redis.call('DEL', KEYS[2])
-end
-return waiting
-"""
-
 
 def publish(app: Celery, name: str, event_id: str, body: str) -> None:
     """Append one event to the inbox, and schedule its fan-out unless one is under way, in one round trip.
 
     Raises kombu's OperationalError if the broker is unreachable.
     """
-    task_id, message = _fanout_message(app)
-    event = json.dumps([name, event_id, body])
-    _run(app, _PUBLISH, [event, LEASE_SECONDS, task_id, message])
+    _scheduling(app, _PUBLISH, json.dumps([name, event_id, body]))
 
 
 def ensure_fanout(app: Celery) -> bool:
     """Schedule a fan-out of the inbox if events wait and no task holds the lease; return whether one was."""
-    task_id, message = _fanout_message(app)
-    return bool(_run(app, _ENSURE, [LEASE_SECONDS, task_id, message]))
+    return _scheduling(app, _ENSURE) > 0
 
 
 def claim(app: Celery, task_id: str, count: int) -> list[tuple[str, str, str]] | None:
@@ -118,13 +118,32 @@ def claim(app: Celery, task_id: str, count: int) -> list[tuple[str, str, str]] |
 def done(app: Celery, task_id: str, count: int) -> int:
     """Remove the ``count`` events this task fanned out and hand the inbox on; return how many wait (-1 if this
     task had lost the lease: its events stay for the task that holds it, and may be fanned out twice)."""
-    next_id, message = _fanout_message(app)
-    return int(_run(app, _DONE, [task_id, count, LEASE_SECONDS, next_id, message]))
+    return _scheduling(app, _DONE, task_id, count)
 
 
-def _fanout_message(app: Celery) -> tuple[str, bytes]:
-    task_id = str(uuid4())
-    return task_id, task_message(TaskCall(FANOUT_TASK, (), "()", task_id=task_id), app.conf.task_default_queue)
+#: Each thread's message for the next fan-out task it may schedule: (queue, task id, message).
+_next = threading.local()
+
+
+def _scheduling(app: Celery, script: str, *args: str | int) -> int:
+    """Run a script that may schedule a fan-out task, with this thread's next one.
+
+    That task's message is built once and reused until a script schedules it (then its id is taken and
+    a new one is built): most publishes find a fan-out under way, and building a message costs about
+    as much as validating the event.
+    """
+    queue = app.conf.task_default_queue
+    if getattr(_next, "queue", None) != queue:
+        _new_fanout(queue)
+    scheduled = int(_run(app, script, [_next.task_id, _next.message, LEASE_SECONDS, *args]))
+    if scheduled > 0:
+        _new_fanout(queue)
+    return scheduled
+
+
+def _new_fanout(queue: str) -> None:
+    _next.queue, _next.task_id = queue, str(uuid4())
+    _next.message = task_message(TaskCall(FANOUT_TASK, (), "()", task_id=_next.task_id), queue)
 
 
 def _run(app: Celery, script: str, args: list[str | bytes | int], keys: int = 3) -> Any:

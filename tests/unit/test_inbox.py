@@ -10,6 +10,7 @@ import pytest
 from tests.cli import unreachable_redis
 from webhooks import PublishError, publish_event, tasks
 from webhooks.celery_app import app
+from webhooks.errors import RegistryUnavailableError
 from webhooks.inbox import KEY_INBOX, KEY_LEASE, LEASE_SECONDS, claim, done, ensure_fanout
 from webhooks.publishing import EVENTS_PER_FANOUT
 from webhooks.registry import Endpoint, MemoryRegistry
@@ -119,3 +120,29 @@ def test_an_unreachable_broker_raises_publish_error_and_the_event_is_not_publish
     monkeypatch.setattr("webhooks.inbox.broker_client", lambda url: unreachable_redis())
     with pytest.raises(PublishError, match=r"^Event evt_\w+ was not published: the broker at redis://127.0.0.1:1/0"):
         publish(1)
+
+
+class FlakyRegistry(MemoryRegistry):
+    """Unreachable for its first ``subscribers`` lookup."""
+
+    def __init__(self, endpoints):
+        super().__init__(endpoints)
+        self.down = True
+
+    def subscribers(self, event_name):
+        if self.down:
+            self.down = False
+            raise RegistryUnavailableError("The endpoint registry at redis://127.0.0.1:1/0 cannot be reached: down.")
+        return super().subscribers(event_name)
+
+
+def test_a_fanout_retried_after_a_registry_outage_keeps_its_events_and_sends_each_once(
+    broker, registry, enqueued, monkeypatch
+):
+    flaky = FlakyRegistry(registry.list())
+    monkeypatch.setattr(tasks, "registry", lambda: flaky)
+    ids = publish(2)
+    result = tasks.fanout_inbox.apply(task_id=lease(broker))  # eager: the retry runs at once, same task id
+    assert result.get() == 4
+    assert [[event_id for event_id, _ in call.args[1]] for call in enqueued] == [ids, ids]
+    assert broker.llen(KEY_INBOX) == 0 and not broker.exists(KEY_LEASE)
