@@ -19,7 +19,9 @@ new one, which fans out the events the lost one had not removed: they may reach 
 from __future__ import annotations
 
 import json
+import logging
 import threading
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 from uuid import uuid4
@@ -30,6 +32,8 @@ from kombu.exceptions import OperationalError
 from redis.commands.core import AsyncScript, Script
 
 from webhooks.enqueue import TaskCall, broker_client, task_message
+
+logger = logging.getLogger("webhooks.inbox")
 
 #: The list of published events waiting for their fan-out, each ``[name, id, body]`` as JSON, oldest first.
 KEY_INBOX = "webhooks:inbox"
@@ -106,13 +110,43 @@ def ensure_fanout(app: Celery) -> bool:
     return _scheduling(app, _ENSURE) > 0
 
 
-def claim(app: Celery, task_id: str, count: int) -> list[tuple[str, str, str]] | None:
-    """Up to ``count`` of the oldest events as ``(name, id, body)``, left in the inbox until ``done``;
-    None when another task holds the lease (this one has nothing to do)."""
-    events = _run(app, _CLAIM, [task_id, LEASE_SECONDS, count], keys=2)
-    if events is None:
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """What a fan-out task took from the inbox: ``taken`` entries, the ``events`` among them as (name, id, body)."""
+
+    taken: int
+    events: list[tuple[str, str, str]]
+
+
+def claim(app: Celery, task_id: str, count: int) -> Claimed | None:
+    """Up to ``count`` of the oldest entries, left in the inbox until ``done``; None when another task holds
+    the lease (this one has nothing to do).
+
+    An entry that is not an event (written by something else, or by a version of this module that wrote
+    another shape) is logged and taken with the others, so that it cannot stop the inbox.
+    """
+    entries = _run(app, _CLAIM, [task_id, LEASE_SECONDS, count], keys=2)
+    if entries is None:
         return None
-    return [(name, event_id, body) for name, event_id, body in map(json.loads, events)]
+    events = []
+    for entry in entries:
+        event = _event(entry)
+        if event is None:
+            logger.error(
+                "An entry of %s is not an event [name, id, body], so it is dropped: %r", KEY_INBOX, entry[:200]
+            )
+        else:
+            events.append(event)
+    return Claimed(len(entries), events)
+
+
+def _event(entry: bytes) -> tuple[str, str, str] | None:
+    try:
+        name, event_id, body = json.loads(entry)
+    except ValueError:  # not JSON, or not three values
+        return None
+    fields = (name, event_id, body)
+    return fields if all(isinstance(field, str) for field in fields) else None
 
 
 def done(app: Celery, task_id: str, count: int) -> int:

@@ -184,11 +184,11 @@ def fanout_inbox(self: Task[[], int]) -> int:
     Returns how many deliveries it enqueued: 0 when another fan-out holds the inbox and takes its events.
     """
     task_id = str(self.request.id)
-    events = inbox.claim(app, task_id, EVENTS_PER_FANOUT)
-    if events is None:
+    claimed = inbox.claim(app, task_id, EVENTS_PER_FANOUT)
+    if claimed is None:
         return 0
-    count = fan_out(events)
-    inbox.done(app, task_id, len(events))
+    count = fan_out(claimed.events)
+    inbox.done(app, task_id, claimed.taken)
     return count
 
 
