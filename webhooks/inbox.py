@@ -2,25 +2,27 @@
 
 A Celery task costs a worker about as much CPU as the POST it makes, so an event published alone
 used to cost two tasks (its fan-out, its delivery) where the naive sender spends one. Here
-``publish_event()`` appends the event to the inbox and, when no fan-out of the inbox is under way,
-puts one ``webhooks.fanout_inbox`` task at the head of the queue, in one atomic step. That task takes
-up to EVENTS_PER_FANOUT events and fans them out like a ``publish_events()`` batch (an endpoint's
-events travel in one ``deliver_many``), then hands on to the next such task if more events came
-meanwhile. An event published alone still costs two tasks; under load, a hundred cost a few.
+``publish_event()`` appends the event to the inbox (one RPUSH) and, when the inbox was empty, makes
+sure one ``webhooks.fanout_inbox`` task is scheduled, at the head of the queue. That task takes up to
+EVENTS_PER_FANOUT events and fans them out like a ``publish_events()`` batch (an endpoint's events
+travel in one ``deliver_many``), then hands on to the next such task if more events came meanwhile.
+An event published alone still costs two tasks; under load, a hundred cost a few.
 
 Nothing accepted is lost. One task at a time holds the inbox's lease (its task id, with an expiry);
 it reads events without removing them and removes them only after their deliveries are enqueued,
-and only while it still holds the lease. A task lost with its worker lets the lease lapse after
-LEASE_SECONDS, and every worker's housekeeping (``ensure_fanout``, twice a second) then schedules a
-new one, which fans out the events the lost one had not removed: they may reach receivers twice
-(deduplicate on the event id), never not at all.
+and only while it still holds the lease; when it is done it hands the lease to a new task if events
+wait. A task lost with its worker lets the lease lapse after LEASE_SECONDS, and every worker's
+housekeeping (``ensure_fanout``, twice a second) then schedules a new one, which fans out the events
+the lost one had not removed: they may reach receivers twice (deduplicate on the event id), never
+not at all. The same housekeeping covers a publisher that died between its two round trips.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -46,17 +48,7 @@ FANOUT_TASK = "webhooks.fanout_inbox"
 
 # The scripts that may schedule a fan-out task take KEYS inbox, lease, queue and ARGV[1..3] the task's id, its
 # message and the lease's seconds. A scheduled task goes to the head of the queue (its consumers pop from the
-# right); the script then returns a number above 0.
-
-#: ARGV[4]: the event. Appends it and, unless a fan-out holds the lease, schedules one.
-_PUBLISH = """
-redis.call('RPUSH', KEYS[1], ARGV[4])
-if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'EX', ARGV[3]) then
-    redis.call('RPUSH', KEYS[3], ARGV[2])
-    return 1
-end
-return 0
-"""
+# right).
 
 #: Schedules a fan-out when events wait and no task holds the lease (it lapsed with a lost task).
 _ENSURE = """
@@ -98,16 +90,21 @@ return redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[3]) - 1)
 
 
 def publish(app: Celery, name: str, event_id: str, body: str) -> None:
-    """Append one event to the inbox, and schedule its fan-out unless one is under way, in one round trip.
+    """Append one event to the inbox and, if it was empty, make sure a fan-out task is scheduled.
 
-    Raises kombu's OperationalError if the broker is unreachable.
+    Appending to a non-empty inbox is all it takes (one RPUSH): its events' fan-out is scheduled, or
+    under way and will hand on to a new task when it is done. Raises kombu's OperationalError if the
+    broker is unreachable.
     """
-    _scheduling(app, _PUBLISH, json.dumps([name, event_id, body]))
+    with _reachable():
+        waiting = broker_client(str(app.conf.broker_url)).rpush(KEY_INBOX, json.dumps([name, event_id, body]))
+    if waiting == 1:
+        ensure_fanout(app)
 
 
 def ensure_fanout(app: Celery) -> bool:
     """Schedule a fan-out of the inbox if events wait and no task holds the lease; return whether one was."""
-    return _scheduling(app, _ENSURE) > 0
+    return bool(_scheduling(app, _ENSURE))
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,36 +152,24 @@ def done(app: Celery, task_id: str, count: int) -> int:
     return _scheduling(app, _DONE, task_id, count)
 
 
-#: Each thread's message for the next fan-out task it may schedule: (queue, task id, message).
-_next = threading.local()
-
-
 def _scheduling(app: Celery, script: str, *args: str | int) -> int:
-    """Run a script that may schedule a fan-out task, with this thread's next one.
-
-    That task's message is built once and reused until a script schedules it (then its id is taken and
-    a new one is built): most publishes find a fan-out under way, and building a message costs about
-    as much as validating the event.
-    """
-    queue = app.conf.task_default_queue
-    if getattr(_next, "queue", None) != queue:
-        _new_fanout(queue)
-    scheduled = int(_run(app, script, [_next.task_id, _next.message, LEASE_SECONDS, *args]))
-    if scheduled > 0:
-        _new_fanout(queue)
-    return scheduled
-
-
-def _new_fanout(queue: str) -> None:
-    _next.queue, _next.task_id = queue, str(uuid4())
-    _next.message = task_message(TaskCall(FANOUT_TASK, (), "()", task_id=_next.task_id), queue)
+    """Run a script that may schedule a new fan-out task."""
+    task_id = str(uuid4())
+    message = task_message(TaskCall(FANOUT_TASK, (), "()", task_id=task_id), app.conf.task_default_queue)
+    return int(_run(app, script, [task_id, message, LEASE_SECONDS, *args]))
 
 
 def _run(app: Celery, script: str, args: list[str | bytes | int], keys: int = 3) -> Any:
     """Run one of the scripts above on the broker (EVALSHA, loading it the first time)."""
     client = broker_client(str(app.conf.broker_url))
-    try:
+    with _reachable():
         return _script(client, script)(keys=[KEY_INBOX, KEY_LEASE, app.conf.task_default_queue][:keys], args=args)
+
+
+@contextmanager
+def _reachable() -> Iterator[None]:
+    try:
+        yield
     except redis.RedisError as exc:
         raise OperationalError(str(exc)) from exc
 
