@@ -269,7 +269,7 @@ def deliver(self: Task[[str, str, str], None], endpoint_id: str, event_id: str, 
 
 #: Seconds a ``deliver_many`` keeps sending before it hands the deliveries it has not attempted to other
 #: tasks, each sized to take about as long at the latency seen: a receiver answering in milliseconds gets a
-#: whole batch in one task, a slow one gets its deliveries spread over the workers' threads.
+#: whole batch in one task, a slow one gets its deliveries spread over the workers' threads (``keeps_sending``).
 BATCH_SECONDS = 1.0
 
 
@@ -294,7 +294,7 @@ def deliver_many(
     made: list[Made] = []
     started = time.monotonic()
     for event_id, body in deliveries:
-        if made and time.monotonic() - started > BATCH_SECONDS:
+        if not keeps_sending(time.monotonic() - started, len(made), len(deliveries)):
             break
         made.append(attempt(settings, endpoint, event_id, body, number))
     record(delivery_log(), made)
@@ -311,6 +311,18 @@ def deliver_many(
     if rest:
         counts["handed_on"] = len(rest)
     return dict(counts)
+
+
+def keeps_sending(elapsed: float, made: int, total: int) -> bool:
+    """Whether a batch that made ``made`` of its ``total`` attempts in ``elapsed`` seconds makes the next one.
+
+    It stops at BATCH_SECONDS, or at once if at the latency seen the whole batch would take more than twice
+    that: a slow receiver's events are handed on to tasks that run side by side now, not a second later.
+    A task handed on is sized to BATCH_SECONDS, so it runs to its end rather than handing on again.
+    """
+    if made == 0:
+        return True
+    return elapsed <= BATCH_SECONDS and elapsed / made * total <= 2 * BATCH_SECONDS
 
 
 def hand_on(endpoint_id: str, rest: Sequence[Sequence[str]], seconds_each: float, retries: int) -> list[TaskCall]:

@@ -306,3 +306,12 @@ def test_what_a_batch_hands_on_is_sized_to_take_about_batch_seconds_at_the_laten
         ("webhooks.deliver", f"evt_{n}", 4) for n in range(3)
     ]
     assert [call.args[1] for call in calls][0] == rest[:10]  # in order
+
+
+def test_a_batch_hands_on_at_once_when_at_the_latency_seen_it_would_take_more_than_twice_its_time():
+    budget = tasks.BATCH_SECONDS
+    assert tasks.keeps_sending(0.0, 0, 100)  # the first attempt is always made
+    assert tasks.keeps_sending(budget / 100, 10, 100)  # a fast receiver: the whole batch in a tenth of the budget
+    assert not tasks.keeps_sending(budget / 10, 1, 100)  # 100 ms each: ten seconds for the batch, so hand on now
+    assert tasks.keeps_sending(budget * 0.3, 3, 10)  # a task handed on, sized to the budget, runs to its end
+    assert not tasks.keeps_sending(budget * 1.01, 90, 100)  # past the budget
