@@ -314,12 +314,12 @@ def retries_waiting(harness: Harness) -> int:
 
 
 def scale_out(harness: Harness, plan: Plan, results: Results) -> None:
-    for processes in (1, 2, 4):
+    for processes in (1, 2, 4, 8):
         with ours_workers(harness, processes) as workers:
             url = harness.endpoint_url("scale", 100)
             register(harness, [url])
             for _ in range(plan.repeat):
-                count = plan.n(3000)
+                count = plan.n(6000)
                 cpu_before = sum(cpu_seconds(w.popen.pid) for w in workers)
                 result = receive(harness, count, lambda count=count: publish_batch(count))
                 busy = (sum(cpu_seconds(w.popen.pid) for w in workers) - cpu_before) / result.span
@@ -427,7 +427,7 @@ def rows(results: Results) -> Iterator[Row]:
     row("F", "RSS 10,000 failed deliveries waiting to retry add to one worker", "F retries", "MB", False, bound=100)
     row("F", "Redis memory those retries take", "F retries in Redis", "MB", False)
     one = results.median("G 1", "ours")
-    for processes in (1, 2, 4):
+    for processes in (1, 2, 4, 8):
         cores = results.median(f"G {processes} cores", "ours")
         rate = results.median(f"G {processes}", "ours")
         note = f"{cores:.2f} cores busy in workers" if cores is not None else ""
