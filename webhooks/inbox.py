@@ -139,11 +139,12 @@ def claim(app: Celery, task_id: str, count: int) -> Claimed | None:
 
 def _event(entry: bytes) -> tuple[str, str, str] | None:
     try:
-        name, event_id, body = json.loads(entry)
-    except ValueError:  # not JSON, or not three values
+        fields = json.loads(entry)
+    except ValueError:
         return None
-    fields = (name, event_id, body)
-    return fields if all(isinstance(field, str) for field in fields) else None
+    if isinstance(fields, list) and len(fields) == 3 and all(isinstance(field, str) for field in fields):
+        return fields[0], fields[1], fields[2]
+    return None
 
 
 def done(app: Celery, task_id: str, count: int) -> int:

@@ -150,11 +150,11 @@ def test_a_fanout_retried_after_a_registry_outage_keeps_its_events_and_sends_eac
 
 def test_an_entry_that_is_not_an_event_is_logged_and_taken_with_the_others(broker, registry, enqueued, caplog):
     (first,) = publish(1)
-    for entry in (b"not json", b'["user_created", "evt_x"]', b"[1, 2, 3]"):
+    for entry in (b"not json", b'["user_created", "evt_x"]', b"[1, 2, 3]", b"42", b'{"a": "", "b": "", "c": ""}'):
         broker.rpush(KEY_INBOX, entry)
     (last,) = publish(1)
     assert tasks.fanout_inbox.apply(task_id=lease(broker)).get() == 4
     assert [[event_id for event_id, _ in call.args[1]] for call in enqueued] == [[first, last]] * 2
     assert broker.llen(KEY_INBOX) == 0 and not broker.exists(KEY_LEASE)
     dropped = [record.getMessage() for record in caplog.records if record.name == "webhooks.inbox"]
-    assert len(dropped) == 3 and all("is not an event [name, id, body], so it is dropped" in m for m in dropped)
+    assert len(dropped) == 5 and all("is not an event [name, id, body], so it is dropped" in m for m in dropped)
