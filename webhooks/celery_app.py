@@ -105,7 +105,7 @@ class ReleaseDueRetries(bootsteps.StartStopStep):
                 release_due(app, time.time())
                 ensure_fanout(app)  # events in the inbox whose fan-out task was lost with its worker
             except OperationalError as exc:  # the worker's own connection reports the outage too; keep trying
-                logger.warning("Due retries cannot be moved to the queue: %s", exc)
+                logger.warning("Due retries and the inbox cannot be looked after: %s", exc)
 
 
 def _freeze_startup_objects(**_: Any) -> None:
