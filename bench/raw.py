@@ -12,7 +12,7 @@ import threading
 import requests
 
 from bench.events import bodies
-from webhooks.delivery import CONTENT_TYPE
+from webhooks.pipeline.http import CONTENT_TYPE
 from webhooks.signing import HEADER, sign
 
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from bench.events import EVENT_NAME, bodies, event_kwargs
 from bench.harness import BIN, SECRET, Harness, Process, wait_until
-from webhooks.enqueue import KEY_WAITING, TaskCall, enqueue
-from webhooks.inbox import KEY_INBOX, KEY_LEASE
+from webhooks.queue import KEY_WAITING, TaskCall, enqueue
+from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE
 from webhooks.registry.base import Endpoint
 from webhooks.registry.redis import RedisRegistry
 from webhooks.settings import load_settings, use_settings

@@ -7,8 +7,8 @@ from click.testing import CliRunner, Result
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from webhooks.cli import main
-from webhooks.services import Services
+from webhooks.ops.cli import main
+from webhooks.ops.services import Services
 
 
 def invoke(services: Services, *args: str, input: str | bytes | None = None) -> Result:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from webhooks.enqueue import TaskCall
+    from webhooks.queue import TaskCall
 
 for _name in [name for name in os.environ if name.startswith("WEBHOOKS_")]:
     del os.environ[_name]
@@ -20,6 +20,6 @@ os.environ["WEBHOOKS_REGISTRY"] = os.path.join(os.path.dirname(__file__), "data"
 def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[TaskCall]:
     """Every task the code under test enqueues, kept here instead of reaching a broker."""
     calls: list[TaskCall] = []
-    monkeypatch.setattr("webhooks.publishing.enqueue", lambda app, new: calls.extend(new))
-    monkeypatch.setattr("webhooks.tasks.enqueue", lambda app, new: calls.extend(new))
+    monkeypatch.setattr("webhooks.publish.enqueue", lambda app, new: calls.extend(new))
+    monkeypatch.setattr("webhooks.pipeline.tasks.enqueue", lambda app, new: calls.extend(new))
     return calls

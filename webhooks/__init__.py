@@ -29,7 +29,7 @@ from webhooks.errors import (
     WebhooksError,
 )
 from webhooks.events import EVENT_NAMES
-from webhooks.publishing import publish_event, publish_events
+from webhooks.publish import publish_event, publish_events
 from webhooks.receiver import verify_request
 from webhooks.settings import Settings, get_settings
 from webhooks.signing import sign, verify
@@ -74,7 +74,7 @@ def __getattr__(name: str) -> Celery:
     # `celery -A webhooks` looks up `webhooks.app`. Building it reads the settings, so it
     # happens on first use rather than on `import webhooks`.
     if name in ("app", "celery"):
-        import webhooks.tasks  # noqa: F401  # registers the tasks on the app
+        import webhooks.pipeline.tasks  # noqa: F401  # registers the tasks on the app
         from webhooks.celery_app import app
 
         return app

@@ -1,3 +1,3 @@
-from webhooks.cli import main
+from webhooks.ops.cli import main
 
 main()

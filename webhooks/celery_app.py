@@ -22,9 +22,9 @@ from celery import Celery, bootsteps
 from celery.signals import after_setup_logger, after_setup_task_logger, worker_process_init, worker_ready
 from kombu.exceptions import OperationalError
 
-from webhooks.enqueue import is_redis_url, release_due, uses_redis
-from webhooks.inbox import ensure_fanout
 from webhooks.logformat import use_json_lines
+from webhooks.queue import is_redis_url, release_due, uses_redis
+from webhooks.queue.inbox import ensure_fanout
 from webhooks.settings import Settings, get_settings
 
 logger = logging.getLogger("webhooks.worker")
@@ -46,7 +46,7 @@ def create_celery_app(settings: Settings) -> Celery:
     app.conf.update(
         broker_url=settings.broker_url,
         # kombu's Redis transport with one redis-py client per channel (webhooks/broker.py)
-        broker_transport="webhooks.broker:Transport" if is_redis_url(settings.broker_url) else None,
+        broker_transport="webhooks.queue.transport:Transport" if is_redis_url(settings.broker_url) else None,
         broker_transport_options=transport_options,
         broker_connection_timeout=BROKER_CONNECT_TIMEOUT_SECONDS,
         broker_connection_retry_on_startup=True,

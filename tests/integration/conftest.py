@@ -25,8 +25,8 @@ import yaml
 
 from tests.receiver import Receiver
 from tests.waiting import wait_until
-from webhooks.enqueue import KEY_WAITING
-from webhooks.inbox import KEY_INBOX
+from webhooks.queue import KEY_WAITING
+from webhooks.queue.inbox import KEY_INBOX
 
 pytestmark = pytest.mark.integration
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from kombu import Connection
 
-from webhooks.broker import Transport
 from webhooks.celery_app import create_celery_app
+from webhooks.queue.transport import Transport
 from webhooks.settings import load_settings
 
 pytestmark = pytest.mark.integration
@@ -27,6 +27,6 @@ def test_a_channel_builds_one_client_for_its_pool_and_a_new_one_for_a_new_pool(r
 
 def test_the_app_uses_it_for_redis_brokers_only():
     redis_app = create_celery_app(load_settings(broker_url="redis://127.0.0.1:1/0"))
-    assert redis_app.connection_for_write().transport_cls == "webhooks.broker:Transport"
+    assert redis_app.connection_for_write().transport_cls == "webhooks.queue.transport:Transport"
     memory_app = create_celery_app(load_settings(broker_url="memory://"))
     assert memory_app.conf.broker_transport is None

@@ -9,7 +9,7 @@ import pytest
 
 from tests.integration.conftest import nothing_waits, publish, service_env, write_registry
 from tests.waiting import wait_until
-from webhooks.inbox import KEY_INBOX, KEY_LEASE
+from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE
 from webhooks.samples import sample_event_kwargs
 from webhooks.signing import HEADER, verify
 

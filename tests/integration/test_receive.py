@@ -12,8 +12,8 @@ import requests
 
 from tests.integration.conftest import BIN
 from tests.waiting import wait_until
-from webhooks.delivery import build_headers, new_session, send
 from webhooks.events import build_event, serialize
+from webhooks.pipeline.http import build_headers, new_session, send
 from webhooks.registry import Endpoint
 from webhooks.samples import sample_event_kwargs
 from webhooks.settings import Settings

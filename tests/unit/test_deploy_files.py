@@ -18,7 +18,7 @@ from flower.options import options as flower_options
 from gunicorn.config import Config as GunicornConfig
 
 import webhooks
-from webhooks.cli import main
+from webhooks.ops.cli import main
 from webhooks.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,9 +154,9 @@ def test_the_checker_catches_mistakes():
     with pytest.raises(AssertionError, match="no command 'srve'"):
         check_command(["webhooks", "srve"])
     with pytest.raises(SystemExit):
-        check_command(["gunicorn", "webhooks.web:create_app()", "--wrokers", "2"])
+        check_command(["gunicorn", "webhooks.ops.web:create_app()", "--wrokers", "2"])
     with pytest.raises(AssertionError, match="no create_ap"):
-        check_command(["gunicorn", "webhooks.web:create_ap()"])
+        check_command(["gunicorn", "webhooks.ops.web:create_ap()"])
     with pytest.raises(AssertionError, match="no module"):
         check_command(["python", "-m", "webhooks.nothing_here"])
     with pytest.raises(AssertionError, match="does not run an entry point"):

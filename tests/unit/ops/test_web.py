@@ -1,0 +1,305 @@
+"""The settings page through Flask's test client: sign-in, CSRF, forms, read-only mode, secrets."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+import fakeredis
+import pytest
+
+from tests.cli import unreachable_redis
+from webhooks.errors import ConfigurationError
+from webhooks.log import Attempt, DeliveryLog, State
+from webhooks.log.records import state_after
+from webhooks.ops.web import create_app
+from webhooks.ops.web.auth import FREE_ATTEMPTS, LoginThrottle
+from webhooks.registry import Endpoint, RedisRegistry, YamlRegistry
+from webhooks.settings import Settings
+
+PASSWORD = "correct horse battery staple"
+
+
+def settings(**changes):
+    values = {
+        "admin_password": PASSWORD,
+        "secret_key": "k" * 32,
+        "registry": "redis",
+        "allow_private_networks": True,
+        "redis_url": "memory://",  # never this machine's Redis
+    }
+    return Settings(**(values | changes))
+
+
+@pytest.fixture
+def registry():
+    return RedisRegistry(fakeredis.FakeRedis(decode_responses=True))
+
+
+@pytest.fixture
+def log():
+    return DeliveryLog(fakeredis.FakeRedis(decode_responses=True))
+
+
+@pytest.fixture
+def app(registry, log):
+    app = create_app(settings(), registry, log)
+    app.config["TESTING"] = True
+    return app
+
+
+def csrf_of(response) -> str:
+    match = re.search(r'name="csrf_token" value="([^"]+)"', response.get_data(as_text=True))
+    assert match, "the page carries a CSRF token"
+    return match.group(1)
+
+
+@pytest.fixture
+def client(app):
+    client = app.test_client()
+    token = csrf_of(client.get("/login"))
+    assert client.post("/login", data={"password": PASSWORD, "csrf_token": token}).status_code == 302
+    return client
+
+
+def post(client, path, page="/", **data):
+    """Post a form the way a browser does: with the CSRF token of the page it came from."""
+    return client.post(path, data={"csrf_token": csrf_of(client.get(page)), **data})
+
+
+def test_every_page_requires_sign_in(app, registry):
+    endpoint = registry.add("https://a.example/", ["all"])
+    client = app.test_client()
+    for path in ("/", "/endpoints/new", f"/endpoints/{endpoint.id}", f"/endpoints/{endpoint.id}/edit"):
+        response = client.get(path)
+        assert response.status_code == 302 and "/login" in response.headers["Location"], path
+    assert client.post(f"/endpoints/{endpoint.id}/delete").status_code in (302, 403)
+    assert registry.get(endpoint.id)
+
+
+def test_a_wrong_password_is_refused_and_repeated_ones_are_slowed_down(app):
+    client = app.test_client()
+    for _ in range(FREE_ATTEMPTS):
+        response = client.post("/login", data={"password": "nope", "csrf_token": csrf_of(client.get("/login"))})
+        assert response.status_code == 401
+        assert "That password is not right." in response.get_data(as_text=True)
+    response = client.post("/login", data={"password": PASSWORD, "csrf_token": csrf_of(client.get("/login"))})
+    assert response.status_code == 429
+    assert "Too many wrong passwords. Try again in 1 seconds." in response.get_data(as_text=True)
+
+
+def test_the_throttle_doubles_the_wait_and_forgets_after_success():
+    now = [0.0]
+    throttle = LoginThrottle(clock=lambda: now[0])
+    for _ in range(FREE_ATTEMPTS):
+        assert throttle.wait_seconds("a") == 0
+        throttle.failed("a")
+    assert throttle.wait_seconds("a") == 1
+    now[0] += 1
+    throttle.failed("a")
+    assert throttle.wait_seconds("a") == 2
+    assert throttle.wait_seconds("b") == 0
+    throttle.succeeded("a")
+    assert throttle.wait_seconds("a") == 0
+
+
+def test_a_form_without_csrf_token_is_refused(client, registry):
+    endpoint = registry.add("https://a.example/", ["all"])
+    response = client.post(f"/endpoints/{endpoint.id}/delete")
+    assert response.status_code == 403
+    assert "Reload the page and try again." in response.get_data(as_text=True)
+    assert registry.get(endpoint.id)
+
+
+def test_session_cookie_is_httponly_and_samesite_lax(app):
+    client = app.test_client()
+    response = client.get("/login")
+    cookie = response.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Lax" in cookie
+
+
+def test_add_an_endpoint_then_see_it_listed(client, registry):
+    response = post(
+        client,
+        "/endpoints/new",
+        "/endpoints/new",
+        url="https://crm.example/hook",
+        description="CRM",
+        events=["user_created", "message_opened"],
+    )
+    assert response.status_code == 302
+    (endpoint,) = registry.list()
+    assert endpoint.events == {"user_created", "message_opened"}
+    page = client.get("/").get_data(as_text=True)
+    assert "https://crm.example/hook" in page and "CRM" in page
+
+
+@pytest.mark.parametrize(
+    ("form", "field", "message"),
+    [
+        ({"url": "ftp://x.example/", "events": ["all"]}, "url", "must start with http:// or https://"),
+        ({"url": "", "events": ["user_created"]}, "url", "must start with http:// or https://"),
+        ({"url": "https://x.example/"}, "events", "at least one event"),
+        ({"url": "https://x.example/", "events": ["user_deleted"]}, "events", "Unknown event name"),
+    ],
+)
+def test_form_errors_are_shown_beside_the_field_and_keep_the_input(client, registry, form, field, message):
+    response = post(client, "/endpoints/new", "/endpoints/new", description="kept text", **form)
+    assert response.status_code == 400
+    page = response.get_data(as_text=True)
+    assert re.search(rf'id="{field}-error">[^<]*{re.escape(message)}', page)
+    assert 'value="kept text"' in page
+    assert registry.list() == []
+
+
+def test_private_addresses_are_refused_unless_allowed(registry):
+    app = create_app(settings(allow_private_networks=False), registry)
+    client = app.test_client()
+    client.post("/login", data={"password": PASSWORD, "csrf_token": csrf_of(client.get("/login"))})
+    response = post(client, "/endpoints/new", "/endpoints/new", url="http://169.254.169.254/", events=["all"])
+    assert response.status_code == 400
+    assert "link-local" in response.get_data(as_text=True)
+
+
+def test_unknown_endpoint_is_a_404_page(client):
+    response = client.get("/endpoints/ep_nope")
+    assert response.status_code == 404
+    assert "Endpoint &#39;ep_nope&#39; does not exist." in response.get_data(as_text=True)
+
+
+def test_the_secret_appears_only_when_revealed(client, registry):
+    endpoint = registry.add("https://a.example/", ["all"])
+    for path in ("/", f"/endpoints/{endpoint.id}", f"/endpoints/{endpoint.id}/edit"):
+        assert endpoint.secret not in client.get(path).get_data(as_text=True), path
+    page = f"/endpoints/{endpoint.id}"
+    revealed = post(client, f"{page}/reveal", page)
+    assert revealed.status_code == 200
+    assert endpoint.secret in revealed.get_data(as_text=True)
+
+
+def test_edit_enable_disable_rotate_and_delete(client, registry):
+    endpoint = registry.add("https://a.example/", ["all"])
+    page = f"/endpoints/{endpoint.id}"
+    post(client, f"{page}/edit", f"{page}/edit", url="https://b.example/", events=["company_created"])
+    assert registry.get(endpoint.id).url == "https://b.example/"
+    post(client, f"{page}/enabled", page, enabled="false")
+    assert not registry.get(endpoint.id).enabled
+    post(client, f"{page}/enabled", page, enabled="true", back="//evil.example/")
+    assert registry.get(endpoint.id).enabled
+    post(client, f"{page}/rotate", page, overlap_hours="2")
+    rotated = registry.get(endpoint.id)
+    assert rotated.secret != endpoint.secret and rotated.previous_secret == endpoint.secret
+    assert post(client, f"{page}/rotate", page, overlap_hours="-1").status_code == 302
+    post(client, f"{page}/delete", page)
+    assert registry.list() == []
+
+
+def test_send_test_event_goes_to_this_endpoint_only(client, registry, enqueued):
+    endpoint = registry.add("https://a.example/", ["user_created"])
+    page = f"/endpoints/{endpoint.id}"
+    response = post(client, f"{page}/test-event", page, event_name="company_created")
+    assert response.status_code == 302
+    ((endpoint_id, event_id, body),) = [call.args for call in enqueued]
+    assert endpoint_id == endpoint.id and '"name":"company_created"' in body
+
+
+def test_a_yaml_registry_makes_the_pages_read_only(tmp_path):
+    path = tmp_path / "endpoints.yaml"
+    path.write_text("endpoints:\n  - {id: crm, url: 'https://a.example/', secret: whsec_yaml, events: [all]}\n")
+    app = create_app(settings(registry=str(path)), YamlRegistry(path))
+    client = app.test_client()
+    client.post("/login", data={"password": PASSWORD, "csrf_token": csrf_of(client.get("/login"))})
+    page = client.get("/").get_data(as_text=True)
+    assert "Endpoints cannot be changed" in page and "webhooks registry import" in page
+    assert "Add endpoint" not in page
+    response = post(client, "/endpoints/crm/delete", "/endpoints/crm")
+    assert response.status_code == 409
+    assert "whsec_yaml" not in client.get("/endpoints/crm").get_data(as_text=True)
+
+
+@pytest.mark.parametrize(
+    ("changes", "variable"),
+    [({"admin_password": None}, "WEBHOOKS_ADMIN_PASSWORD"), ({"secret_key": None}, "WEBHOOKS_SECRET_KEY")],
+)
+def test_the_app_refuses_to_start_without_password_or_key(changes, variable):
+    with pytest.raises(ConfigurationError, match=variable):
+        create_app(settings(**changes), RedisRegistry(fakeredis.FakeRedis(decode_responses=True)))
+
+
+def test_endpoint_model_roundtrip_for_the_page(registry):
+    # The page lists endpoints in creation order, as the CLI does.
+    first = registry.add("https://a.example/", ["all"])
+    second = registry.add("https://b.example/", ["all"])
+    assert [endpoint.id for endpoint in registry.list()] == [first.id, second.id]
+    assert isinstance(first, Endpoint)
+
+
+def attempt_series(log, event_id, endpoint_id, statuses, body='{"id":"evt","name":"user_created"}'):
+    """Record one attempt per status, as a worker would."""
+    for number, status in enumerate(statuses, start=1):
+        outcome = "delivered" if 200 <= status < 300 else "retry"
+        attempt = Attempt(
+            number, datetime.now(UTC), outcome, 42.0, status_code=status, response_excerpt=f"said {status}"
+        )
+        log.record_attempt(event_id, endpoint_id, body, "user_created", attempt, state_after(outcome, number))
+
+
+def test_the_list_shows_each_endpoints_last_attempt_and_24_hour_counts(client, registry, log):
+    endpoint = registry.add("https://a.example/", ["all"])
+    attempt_series(log, "evt_ok", endpoint.id, [200])
+    attempt_series(log, "evt_bad", endpoint.id, [500] * 11)
+    page = client.get("/").get_data(as_text=True)
+    assert "1 delivered · 1 failed" in page
+    assert '<span class="pill failed">HTTP 500</span>' in page
+
+
+def test_the_endpoint_screen_lists_recent_deliveries_and_a_delivery_shows_every_attempt(client, registry, log):
+    endpoint = registry.add("https://a.example/", ["all"])
+    attempt_series(log, "evt_retry", endpoint.id, [503, 200])
+    page = client.get(f"/endpoints/{endpoint.id}").get_data(as_text=True)
+    assert f'href="/deliveries/evt_retry@{endpoint.id}"' in page
+    assert '<span class="pill delivered">delivered</span>' in page
+    assert "HTTP 200" in page and "42 ms" in page
+    detail = client.get(f"/deliveries/evt_retry@{endpoint.id}").get_data(as_text=True)
+    assert "HTTP 503" in detail and "HTTP 200" in detail and "said 503" in detail
+    assert "{&#34;id&#34;:&#34;evt&#34;,&#34;name&#34;:&#34;user_created&#34;}" in detail  # the exact body, escaped
+    assert "Redeliver" not in detail  # delivered: nothing to repair
+
+
+def test_redeliver_and_replay_all_failed(client, registry, log, enqueued):
+    endpoint = registry.add("https://a.example/", ["all"])
+    for event_id in ("evt_a", "evt_b", "evt_c"):
+        attempt_series(log, event_id, endpoint.id, [500] * 11)
+    detail = f"/deliveries/evt_a@{endpoint.id}"
+    assert "Redeliver" in client.get(detail).get_data(as_text=True)
+    response = post(client, f"{detail}/redeliver", detail)
+    assert response.status_code == 302
+    assert [call.args[:2] for call in enqueued] == [(endpoint.id, "evt_a")]
+    assert log.get(f"evt_a@{endpoint.id}").state is State.PENDING
+    assert post(client, f"{detail}/redeliver", detail).status_code == 409  # already running again
+
+    page = f"/endpoints/{endpoint.id}"
+    assert "Replay all failed" in client.get(page).get_data(as_text=True)
+    post(client, f"{page}/replay", page)
+    assert sorted(call.args[1] for call in enqueued[1:]) == ["evt_b", "evt_c"]
+    assert "Redelivering 2 failed deliveries" in client.get(page).get_data(as_text=True)
+
+
+def test_an_unknown_delivery_is_a_404_and_redeliver_needs_csrf(client, registry, log):
+    response = client.get("/deliveries/evt_nope@crm")
+    assert response.status_code == 404
+    assert "Delivery &#39;evt_nope@crm&#39; is not in the delivery log" in response.get_data(as_text=True)
+    attempt_series(log, "evt_a", "crm", [500] * 11)
+    assert client.post("/deliveries/evt_a@crm/redeliver").status_code == 403
+
+
+def test_an_unreachable_delivery_log_still_shows_the_endpoints(registry):
+
+    app = create_app(settings(), registry, DeliveryLog(unreachable_redis()))
+    client = app.test_client()
+    client.post("/login", data={"password": PASSWORD, "csrf_token": csrf_of(client.get("/login"))})
+    endpoint = registry.add("https://a.example/", ["all"])
+    for path in ("/", f"/endpoints/{endpoint.id}"):
+        response = client.get(path)
+        assert response.status_code == 200
+        assert "The delivery log at redis://127.0.0.1:1/0 cannot be reached" in response.get_data(as_text=True)

@@ -1,0 +1,156 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+import requests
+import responses
+
+from webhooks.pipeline.http import (
+    CONTENT_TYPE,
+    RESPONSE_READ_LIMIT_BYTES,
+    Outcome,
+    build_headers,
+    classify,
+    new_session,
+    send,
+)
+from webhooks.registry import Endpoint
+from webhooks.settings import Settings
+from webhooks.signing import HEADER, verify
+
+NOW = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
+BODY = b'{"id":"evt_1","name":"user_created"}'
+
+
+def endpoint(url: str = "https://crm.example.com/hooks") -> Endpoint:
+    return Endpoint(id="crm", url=url, secret="whsec_test", events=["user_created"])
+
+
+@pytest.mark.parametrize(
+    ("status", "outcome"),
+    [
+        (200, Outcome.DELIVERED),
+        (204, Outcome.DELIVERED),
+        (299, Outcome.DELIVERED),
+        (301, Outcome.RETRY),
+        (302, Outcome.RETRY),
+        (400, Outcome.RETRY),
+        (404, Outcome.RETRY),
+        (410, Outcome.RETRY),
+        (429, Outcome.RETRY),
+        (500, Outcome.RETRY),
+        (503, Outcome.RETRY),
+        (None, Outcome.RETRY),
+    ],
+)
+def test_classify(status, outcome):
+    assert classify(status) is outcome
+
+
+def test_headers_sign_the_exact_body():
+    headers = build_headers(BODY, ["whsec_test"], 1_700_000_000)
+    assert headers["Content-Type"] == "application/json; charset=utf-8"
+    assert verify(BODY, headers[HEADER], "whsec_test", now=1_700_000_000) == 1_700_000_000
+
+
+@responses.activate
+def test_send_posts_signed_body_and_reads_status():
+    responses.post("https://crm.example.com/hooks", status=204)
+    result = send(requests.Session(), endpoint(), BODY, timeout=(1, 1), now=NOW)
+    assert result.outcome is Outcome.DELIVERED
+    assert result.status_code == 204
+    sent = responses.calls[0].request
+    assert sent.body == BODY
+    assert sent.headers["Content-Type"] == CONTENT_TYPE
+    verify(BODY, sent.headers[HEADER], "whsec_test", now=int(NOW.timestamp()))
+
+
+@responses.activate
+def test_send_reports_server_error_for_retry():
+    responses.post("https://crm.example.com/hooks", status=503, body="busy")
+    result = send(requests.Session(), endpoint(), BODY, timeout=(1, 1), now=NOW)
+    assert (result.outcome, result.status_code, result.response_body) == (Outcome.RETRY, 503, b"busy")
+    assert result.describe() == "HTTP 503"
+
+
+@responses.activate
+def test_send_does_not_follow_redirects():
+    responses.post("https://crm.example.com/hooks", status=302, headers={"Location": "https://elsewhere.example/"})
+    responses.post("https://elsewhere.example/", status=200)
+    result = send(new_session(Settings()), endpoint(), BODY, timeout=(1, 1), now=NOW)
+    assert (result.outcome, result.status_code) == (Outcome.RETRY, 302)
+    assert len(responses.calls) == 1
+
+
+@responses.activate
+def test_the_session_ignores_proxies_and_netrc_from_the_environment(monkeypatch, tmp_path):
+    (tmp_path / ".netrc").write_text("machine crm.example.com login someone password hunter2\n")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("HTTPS_PROXY", "http://10.0.0.1:3128")
+    responses.post("https://crm.example.com/hooks", status=200)
+    result = send(new_session(Settings()), endpoint(), BODY, timeout=(1, 1), now=NOW)
+    assert result.outcome is Outcome.DELIVERED
+    assert "Authorization" not in responses.calls[0].request.headers
+
+
+@responses.activate
+@pytest.mark.parametrize(
+    "error", [requests.ConnectTimeout("connect timed out"), requests.ReadTimeout("read"), requests.ConnectionError("x")]
+)
+def test_send_reports_no_response_for_retry(error):
+    responses.post("https://crm.example.com/hooks", body=error)
+    result = send(requests.Session(), endpoint(), BODY, timeout=(1, 1), now=NOW)
+    assert (result.outcome, result.status_code) == (Outcome.RETRY, None)
+    assert result.describe().startswith(type(error).__name__ + ":")
+
+
+@responses.activate
+def test_send_reads_only_the_start_of_a_large_response():
+    responses.post("https://crm.example.com/hooks", status=200, body=b"x" * 1_000_000)
+    result = send(requests.Session(), endpoint(), BODY, timeout=(1, 1), now=NOW)
+    assert len(result.response_body) == RESPONSE_READ_LIMIT_BYTES
+
+
+@responses.activate
+def test_send_signs_with_both_secrets_during_rotation():
+    responses.post("https://crm.example.com/hooks", status=200)
+    rotating = endpoint().model_copy(
+        update={
+            "secret": "whsec_new",
+            "previous_secret": "whsec_old",
+            "previous_secret_expires_at": datetime(2026, 11, 22, tzinfo=UTC),
+        }
+    )
+    send(requests.Session(), rotating, BODY, timeout=(1, 1), now=NOW)
+    header = responses.calls[0].request.headers[HEADER]
+    assert header.count("v1=") == 2
+    for secret in ("whsec_new", "whsec_old"):
+        verify(BODY, header, secret, now=int(NOW.timestamp()))
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "127.0.0.1",
+        "10.1.2.3",
+        "172.16.0.1",
+        "192.168.1.1",
+        "169.254.169.254",
+        "100.64.0.1",
+        "0.0.0.0",
+        "224.0.0.1",
+        "240.0.0.1",
+        "[::1]",
+        "[::]",
+        "[fe80::1]",
+        "[fc00::1]",
+        "[::ffff:127.0.0.1]",
+        "[::ffff:169.254.169.254]",
+    ],
+)
+def test_unsafe_addresses_are_refused_before_connecting(host):
+    # Literal addresses: resolution needs no DNS and the filter refuses before any socket opens.
+    result = send(new_session(Settings()), endpoint(f"http://{host}:8080/hook"), BODY, timeout=(1, 1), now=NOW)
+    assert result.outcome is Outcome.DROP
+    assert result.error is not None and result.error.startswith("UnsafeAddress:")

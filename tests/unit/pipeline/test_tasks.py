@@ -1,0 +1,317 @@
+"""The tasks run eagerly through .apply(): Celery runs retries inline and ignores countdowns."""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from datetime import UTC, datetime
+from types import SimpleNamespace
+
+import fakeredis
+import pytest
+import responses
+from celery.exceptions import Reject
+from kombu.exceptions import OperationalError
+
+from tests.cli import unreachable_redis
+from webhooks.errors import PermanentDeliveryError, RetryableDeliveryError
+from webhooks.log import Attempt, DeliveryLog, State
+from webhooks.pipeline import tasks
+from webhooks.pipeline.attempt import Made, retry_countdown
+from webhooks.registry import Endpoint, MemoryRegistry
+from webhooks.signing import HEADER, verify
+
+BODY = '{"id":"evt_1","name":"user_created","scope":"service"}'
+URL = "https://crm.example.com/hooks"
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    registry = MemoryRegistry(
+        [
+            Endpoint(id="crm", url=URL, secret="whsec_crm", events=["user_created", "user_updated"]),
+            Endpoint(id="all", url="https://all.example.com/", secret="whsec_all", events=["all"]),
+            Endpoint(id="off", url="https://off.example.com/", secret="whsec_off", events=["all"], enabled=False),
+        ]
+    )
+    monkeypatch.setattr(tasks, "registry", lambda: registry)
+    return registry
+
+
+def deliver(endpoint_id="crm"):
+    return tasks.deliver.apply(args=(endpoint_id, "evt_1", BODY))
+
+
+@responses.activate
+def test_a_2xx_is_delivered_once_with_a_valid_signature(registry):
+    responses.post(URL, status=200)
+    result = deliver()
+    assert result.successful()
+    (call,) = responses.calls
+    assert call.request.body == BODY.encode()
+    verify(BODY.encode(), call.request.headers[HEADER], "whsec_crm")
+
+
+@responses.activate
+def test_an_endpoint_failing_three_times_is_delivered_on_the_fourth_attempt(registry):
+    for status in (500, 503, 429, 200):
+        responses.post(URL, status=status)
+    assert deliver().successful()
+    assert [call.response.status_code for call in responses.calls] == [500, 503, 429, 200]
+
+
+@responses.activate
+def test_an_always_failing_endpoint_gets_eleven_attempts_then_fails(registry):
+    responses.post(URL, status=500)
+    result = deliver()
+    assert len(responses.calls) == 11
+    assert result.failed()
+    assert isinstance(result.result, RetryableDeliveryError)
+    assert str(result.result) == "HTTP 500 from endpoint 'crm' (attempt 11 of 11)"
+
+
+@responses.activate
+def test_a_disabled_endpoint_is_dropped_without_a_request(registry):
+    result = deliver("off")
+    assert isinstance(result.result, PermanentDeliveryError)
+    assert "disabled" in str(result.result)
+    assert len(responses.calls) == 0
+
+
+@responses.activate
+def test_a_removed_endpoint_is_dropped_without_a_request(registry):
+    result = deliver("gone")
+    assert isinstance(result.result, PermanentDeliveryError)
+    assert "removed" in str(result.result)
+    assert len(responses.calls) == 0
+
+
+def test_an_unsafe_address_is_refused_once_and_not_retried(monkeypatch):
+    # No `responses` here: the real session's address filter refuses the literal address before any socket opens.
+    registry = MemoryRegistry([Endpoint(id="meta", url="http://169.254.169.254/", secret="s", events=["all"])])
+    monkeypatch.setattr(tasks, "registry", lambda: registry)
+    assert not tasks.settings.allow_private_networks
+    result = tasks.deliver.apply(args=("meta", "evt_1", BODY))
+    assert isinstance(result.result, PermanentDeliveryError)
+    assert "UnsafeAddress" in str(result.result)
+    assert result.result.attempt == 1
+
+
+def test_fanout_enqueues_one_delivery_per_subscribed_enabled_endpoint_in_one_push(registry, monkeypatch):
+    pushes = []
+    monkeypatch.setattr(tasks, "enqueue", lambda app, calls: pushes.append(calls))
+    assert tasks.fanout.apply(args=("user_created", "evt_1", BODY)).get() == 2
+    ((crm, everything),) = pushes
+    assert (crm.name, crm.args, crm.argsrepr) == ("webhooks.deliver", ("crm", "evt_1", BODY), "('crm', 'evt_1')")
+    assert (everything.args, everything.argsrepr) == (("all", "evt_1", BODY), "('all', 'evt_1')")
+    assert tasks.fanout.apply(args=("company_created", "evt_2", BODY)).get() == 1
+
+
+def test_fanout_many_gives_each_endpoint_one_task_for_all_its_events_in_one_push(registry, monkeypatch):
+    pushes = []
+    monkeypatch.setattr(tasks, "enqueue", lambda app, calls: pushes.append(calls))
+    events = [["user_created", "evt_1", BODY], ["company_created", "evt_2", BODY], ["user_created", "evt_3", "{}"]]
+    assert tasks.fanout_many.apply(args=(events,)).get() == 5
+    ((crm, everything),) = pushes
+    assert (crm.name, crm.args) == ("webhooks.deliver_many", ("crm", [["evt_1", BODY], ["evt_3", "{}"]]))
+    assert crm.argsrepr == "('crm', ['evt_1', 'evt_3'])"
+    assert everything.args[1] == [["evt_1", BODY], ["evt_2", BODY], ["evt_3", "{}"]]
+
+
+def test_fanout_many_gives_an_endpoint_with_one_event_a_plain_delivery(registry, enqueued):
+    tasks.fanout_many.apply(args=([["company_created", "evt_2", BODY]],))
+    ((call,),) = [enqueued]
+    assert (call.name, call.args) == ("webhooks.deliver", ("all", "evt_2", BODY))
+
+
+@pytest.fixture
+def log(monkeypatch):
+    log = DeliveryLog(fakeredis.FakeRedis(decode_responses=True))
+    monkeypatch.setattr(tasks, "delivery_log", lambda: log)
+    return log
+
+
+@responses.activate
+def test_every_attempt_lands_in_the_delivery_log(registry, log):
+    for status in (503, 500, 200):
+        responses.post(URL, status=status, body=f"answer {status}")
+    deliver()
+    delivery = log.get("evt_1@crm")
+    assert (delivery.state, delivery.event_name, delivery.body) == (State.DELIVERED, "user_created", BODY)
+    assert [(a.number, a.status_code, a.response_excerpt) for a in delivery.history] == [
+        (1, 503, "answer 503"),
+        (2, 500, "answer 500"),
+        (3, 200, "answer 200"),
+    ]
+    first, _, last = delivery.history
+    assert first.next_retry_at is not None and first.next_retry_at >= first.at
+    assert last.next_retry_at is None
+
+
+@responses.activate
+def test_an_always_failing_endpoint_ends_failed_in_the_log(registry, log):
+    responses.post(URL, status=500)
+    deliver()
+    delivery = log.get("evt_1@crm")
+    assert (delivery.state, delivery.attempts, delivery.next_retry_at) == (State.FAILED, 11, None)
+    assert [a.status_code for a in delivery.history] == [500] * 11
+
+
+def test_a_dropped_delivery_is_logged_with_its_reason(registry, log):
+    deliver("off")
+    delivery = log.get("evt_1@off")
+    assert delivery.state is State.DROPPED
+    assert delivery.last_result == "Dropped: the endpoint is disabled"
+
+
+def test_fanout_lists_its_deliveries_as_pending_first(registry, log, enqueued):
+    tasks.fanout.apply(args=("user_created", "evt_1", BODY))
+    assert {(d.id, d.state) for d in log.find()} == {("evt_1@crm", State.PENDING), ("evt_1@all", State.PENDING)}
+
+
+@responses.activate
+def test_an_unreachable_delivery_log_never_causes_a_second_post(registry, monkeypatch, caplog):
+    unreachable = DeliveryLog(unreachable_redis())
+    monkeypatch.setattr(tasks, "delivery_log", lambda: unreachable)
+    responses.post(URL, status=200)
+    assert deliver().successful()
+    assert len(responses.calls) == 1
+    assert "The attempt above is missing from it." in caplog.text
+
+
+def test_retry_delays_grow_under_a_doubling_ceiling():
+    for number in range(1, 11):
+        ceiling = min(tasks.settings.retry_backoff * 2 ** (number - 1), tasks.settings.retry_backoff_max)
+        assert all(0 <= retry_countdown(tasks.settings, number) <= ceiling for _ in range(20))
+
+
+def test_a_retry_reason_reads_as_a_sentence_in_flower():
+    error = RetryableDeliveryError("HTTP 503 from endpoint 'crm' (attempt 4 of 11)", endpoint_id="crm", attempt=4)
+    assert repr(error) == "RetryableDeliveryError: HTTP 503 from endpoint 'crm' (attempt 4 of 11)"
+
+
+def body(n):
+    return f'{{"id":"evt_{n}","name":"user_created","scope":"service"}}'
+
+
+def deliver_many(count, endpoint_id="crm", **options):
+    return tasks.deliver_many.apply(args=(endpoint_id, [[f"evt_{n}", body(n)] for n in range(1, count + 1)]), **options)
+
+
+@responses.activate
+def test_a_batch_posts_each_event_in_order_with_its_own_valid_signature(registry, log, enqueued):
+    responses.post(URL, status=200)
+    result = deliver_many(3)
+    assert result.get() == {"delivered": 3}
+    assert [call.request.body for call in responses.calls] == [body(n).encode() for n in (1, 2, 3)]
+    for call in responses.calls:
+        verify(call.request.body, call.request.headers[HEADER], "whsec_crm")
+    assert [log.get(f"evt_{n}@crm").state for n in (1, 2, 3)] == [State.DELIVERED] * 3
+    assert enqueued == []
+
+
+@responses.activate
+def test_a_failed_attempt_in_a_batch_waits_for_its_retry_as_a_delivery_of_its_own(registry, log, enqueued):
+    for status in (200, 503, 200):
+        responses.post(URL, status=status)
+    assert deliver_many(3).get() == {"delivered": 2, "retrying": 1}
+    (retry,) = enqueued
+    assert (retry.name, retry.args, retry.argsrepr) == (
+        "webhooks.deliver",
+        ("crm", "evt_2", body(2)),
+        "('crm', 'evt_2')",
+    )
+    assert retry.retries == 1 and retry.task_id  # the next attempt is number 2 of 11
+    failed = log.get("evt_2@crm")
+    assert (failed.state, failed.attempts, failed.last_result) == (State.RETRYING, 1, "HTTP 503")
+    assert failed.next_retry_at is not None
+    assert retry.due == pytest.approx(failed.next_retry_at.timestamp(), abs=1)
+
+
+@responses.activate
+def test_the_retry_of_a_batch_delivery_is_attempt_two_and_the_series_still_ends_at_eleven(registry, log, enqueued):
+    responses.post(URL, status=500)
+    deliver_many(2)
+    retry = enqueued[0]
+    result = tasks.deliver.apply(args=retry.args, retries=retry.retries)
+    assert str(result.result) == "HTTP 500 from endpoint 'crm' (attempt 11 of 11)"
+    assert len(responses.calls) == 2 + 10
+    assert [a.number for a in log.get("evt_1@crm").history] == list(range(1, 12))
+
+
+@responses.activate
+def test_a_batch_past_its_time_hands_what_it_has_not_attempted_to_other_tasks(registry, log, enqueued, monkeypatch):
+    monkeypatch.setattr(tasks, "BATCH_SECONDS", 0.0)
+    responses.post(URL, status=200)
+    assert deliver_many(4, retries=2).get() == {"delivered": 1, "handed_on": 3}
+    assert len(responses.calls) == 1
+    assert [(call.name, call.args[1], call.retries) for call in enqueued] == [
+        ("webhooks.deliver", f"evt_{n}", 2) for n in (2, 3, 4)
+    ]
+    assert log.get("evt_1@crm").history[0].number == 3
+
+
+@responses.activate
+def test_a_batch_to_a_disabled_endpoint_drops_every_delivery_without_a_request(registry, log, enqueued):
+    result = deliver_many(2, "off")
+    assert isinstance(result.result, PermanentDeliveryError)
+    assert len(responses.calls) == 0
+    assert [log.get(f"evt_{n}@off").state for n in (1, 2)] == [State.DROPPED] * 2
+
+
+@responses.activate
+def test_a_batch_whose_retries_cannot_be_enqueued_goes_back_on_the_queue_whole(registry, log, monkeypatch):
+    def broker_down(app, calls):
+        raise OperationalError("Connection refused.")
+
+    monkeypatch.setattr(tasks, "enqueue", broker_down)
+    responses.post(URL, status=503)
+    result = deliver_many(2)
+    assert result.state == "REJECTED"
+    assert isinstance(result.result, Reject) and result.result.requeue
+
+
+def test_flower_is_told_a_batch_delivery_waits_for_its_retry():
+    sent = []
+    dispatcher = SimpleNamespace(send=lambda kind, **fields: sent.append((kind, fields)))
+    task = SimpleNamespace(
+        request=SimpleNamespace(is_eager=False, hostname="worker@host"),
+        app=SimpleNamespace(
+            conf=SimpleNamespace(worker_send_task_events=True),
+            events=SimpleNamespace(default_dispatcher=lambda hostname: nullcontext(dispatcher)),
+        ),
+    )
+    attempt = Attempt(number=1, at=datetime.now(UTC), outcome="retry", latency_ms=3.0, status_code=503)
+    made = Made("crm", "evt_1", BODY, attempt, countdown=30)
+    call = tasks.retry_call(made)
+    tasks.announce_retries(task, [call], [made])
+    ((kind, fields),) = sent
+    assert kind == "task-retried"
+    assert (fields["uuid"], fields["name"], fields["args"], fields["retries"]) == (
+        call.task_id,
+        "webhooks.deliver",
+        "('crm', 'evt_1')",
+        1,
+    )
+    assert "HTTP 503 from endpoint 'crm' (attempt 1 of 11)" in fields["exception"]
+    assert BODY not in str(fields)
+
+
+def test_what_a_batch_hands_on_is_sized_to_take_about_batch_seconds_at_the_latency_seen():
+    rest = [[f"evt_{n}", "{}"] for n in range(95)]
+    calls = tasks.hand_on("crm", rest, seconds_each=tasks.BATCH_SECONDS / 10, retries=0)
+    assert [len(call.args[1]) for call in calls] == [10] * 9 + [5]
+    assert {call.name for call in calls} == {"webhooks.deliver_many"}
+    slow = tasks.hand_on("crm", rest[:3], seconds_each=tasks.BATCH_SECONDS * 2, retries=4)
+    assert [(call.name, call.args[1], call.retries) for call in slow] == [
+        ("webhooks.deliver", f"evt_{n}", 4) for n in range(3)
+    ]
+    assert [call.args[1] for call in calls][0] == rest[:10]  # in order
+
+
+def test_a_batch_hands_on_at_once_when_at_the_latency_seen_it_would_take_more_than_twice_its_time():
+    budget = tasks.BATCH_SECONDS
+    assert tasks.keeps_sending(0.0, 0, 100)  # the first attempt is always made
+    assert tasks.keeps_sending(budget / 100, 10, 100)  # a fast receiver: the whole batch in a tenth of the budget
+    assert not tasks.keeps_sending(budget / 10, 1, 100)  # 100 ms each: ten seconds for the batch, so hand on now
+    assert tasks.keeps_sending(budget * 0.3, 3, 10)  # a task handed on, sized to the budget, runs to its end
+    assert not tasks.keeps_sending(budget * 1.01, 90, 100)  # past the budget

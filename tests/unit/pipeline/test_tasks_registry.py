@@ -1,0 +1,50 @@
+"""The tasks retry, rather than lose, work when the Redis holding the registry does not answer."""
+
+from __future__ import annotations
+
+import responses
+
+from webhooks.errors import RegistryUnavailableError
+from webhooks.pipeline import tasks
+from webhooks.registry import Endpoint, MemoryRegistry
+
+URL = "https://crm.example.com/hooks"
+BODY = '{"id":"evt_1","name":"user_created"}'
+
+
+class FlakyRegistry(MemoryRegistry):
+    """Raises RegistryUnavailableError on the first ``failures`` reads."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__([Endpoint(id="crm", url=URL, secret="whsec_crm", events=["user_created"])])
+        self.failures = failures
+
+    def _fail_first(self) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise RegistryUnavailableError("The endpoint registry at redis://127.0.0.1:1/0 cannot be reached: down.")
+
+    def get(self, endpoint_id):
+        self._fail_first()
+        return super().get(endpoint_id)
+
+    def subscribers(self, event_name):
+        self._fail_first()
+        return super().subscribers(event_name)
+
+
+@responses.activate
+def test_deliver_retries_when_the_registry_is_unreachable(monkeypatch):
+    registry = FlakyRegistry(failures=2)
+    monkeypatch.setattr(tasks, "registry", lambda: registry)
+    responses.post(URL, status=200)
+    assert tasks.deliver.apply(args=("crm", "evt_1", BODY)).successful()
+    assert len(responses.calls) == 1
+
+
+def test_fanout_retries_when_the_registry_is_unreachable(monkeypatch, enqueued):
+    registry = FlakyRegistry(failures=1)
+    monkeypatch.setattr(tasks, "registry", lambda: registry)
+    result = tasks.fanout.apply(args=("user_created", "evt_1", BODY))
+    assert result.successful() and result.result == 1
+    assert [call.args for call in enqueued] == [("crm", "evt_1", BODY)]

@@ -1,0 +1,161 @@
+"""Events published one at a time wait in the inbox for one fan-out task (fakeredis as the Redis broker)."""
+
+from __future__ import annotations
+
+import json
+
+import fakeredis
+import pytest
+
+from tests.cli import unreachable_redis
+from webhooks import PublishError, publish_event
+from webhooks.celery_app import app
+from webhooks.errors import RegistryUnavailableError
+from webhooks.pipeline import tasks
+from webhooks.publish import EVENTS_PER_FANOUT
+from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE, LEASE_SECONDS, claim, done, ensure_fanout
+from webhooks.registry import Endpoint, MemoryRegistry
+from webhooks.samples import sample_event_kwargs
+
+
+@pytest.fixture
+def broker(monkeypatch):
+    client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    monkeypatch.setattr(app.conf, "broker_url", "redis://127.0.0.1:1/0")
+    monkeypatch.setattr("webhooks.queue.broker_client", lambda url: client)
+    monkeypatch.setattr("webhooks.queue.inbox.broker_client", lambda url: client)
+    return client
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    registry = MemoryRegistry(
+        [
+            Endpoint(id="crm", url="https://crm.example.com/", secret="whsec_crm", events=["user_created"]),
+            Endpoint(id="all", url="https://all.example.com/", secret="whsec_all", events=["all"]),
+        ]
+    )
+    monkeypatch.setattr(tasks, "registry", lambda: registry)
+    return registry
+
+
+def publish(count: int) -> list[str]:
+    return [publish_event("user_created", **sample_event_kwargs("user_created")) for _ in range(count)]
+
+
+def queued(broker) -> list[dict]:
+    """The queue's messages' headers, in the order workers take them (they pop from the right)."""
+    return [json.loads(message)["headers"] for message in reversed(broker.lrange("celery", 0, -1))]
+
+
+def lease(broker) -> str:
+    return broker.get(KEY_LEASE).decode()
+
+
+def test_events_published_one_at_a_time_wait_in_the_inbox_behind_one_fanout_task(broker):
+    ids = publish(3)
+    assert [json.loads(event)[1] for event in broker.lrange(KEY_INBOX, 0, -1)] == ids
+    (task,) = queued(broker)
+    assert (task["task"], task["id"]) == ("webhooks.fanout_inbox", lease(broker))
+    assert 0 < broker.ttl(KEY_LEASE) <= LEASE_SECONDS
+
+
+def test_the_fanout_task_sends_an_endpoints_events_together_and_empties_the_inbox(broker, registry, enqueued):
+    ids = publish(3)
+    assert tasks.fanout_inbox.apply(task_id=lease(broker)).get() == 6
+    assert {call.name for call in enqueued} == {"webhooks.deliver_many"}
+    assert {call.args[0]: [event_id for event_id, _ in call.args[1]] for call in enqueued} == {"crm": ids, "all": ids}
+    assert broker.llen(KEY_INBOX) == 0 and not broker.exists(KEY_LEASE)
+
+
+def test_events_beyond_one_tasks_share_are_handed_to_the_next_fanout_task_at_the_head_of_the_queue(
+    broker, registry, enqueued
+):
+    ids = publish(EVENTS_PER_FANOUT + 5)
+    broker.lpush("celery", b"another task's message")  # already waiting: the fan-out goes before it
+    first = lease(broker)
+    tasks.fanout_inbox.apply(task_id=first)
+    assert [event_id for event_id, _ in enqueued[0].args[1]] == ids[:EVENTS_PER_FANOUT]
+    assert broker.llen(KEY_INBOX) == 5
+    handed = lease(broker)
+    assert handed != first
+    assert broker.rpop("celery") != b"another task's message"  # the next fan-out is the next task taken
+    tasks.fanout_inbox.apply(task_id=handed)
+    assert [event_id for event_id, _ in enqueued[-1].args[1]] == ids[EVENTS_PER_FANOUT:]
+    assert broker.llen(KEY_INBOX) == 0 and not broker.exists(KEY_LEASE)
+
+
+def test_a_fanout_task_without_the_lease_leaves_the_events_to_the_task_that_holds_it(broker, registry, enqueued):
+    publish(2)
+    holder = lease(broker)
+    assert tasks.fanout_inbox.apply(task_id="a-stale-task").get() == 0
+    assert enqueued == []
+    assert broker.llen(KEY_INBOX) == 2 and lease(broker) == holder
+
+
+def test_a_fanout_task_that_lost_its_lease_meanwhile_removes_nothing(broker):
+    publish(2)
+    holder = lease(broker)
+    assert len(claim(app, holder, EVENTS_PER_FANOUT).events) == 2
+    broker.set(KEY_LEASE, "the-task-that-holds-it-now")
+    assert done(app, holder, 2) == -1
+    assert broker.llen(KEY_INBOX) == 2  # fanned out again by the holder (twice, never not at all)
+
+
+def test_a_lease_that_lapsed_with_a_lost_task_gets_exactly_one_new_fanout_task(broker):
+    publish(1)
+    broker.delete(KEY_LEASE, "celery")  # the task was lost with its worker and its lease expired
+    assert ensure_fanout(app) is True
+    assert ensure_fanout(app) is False
+    (task,) = queued(broker)
+    assert (task["task"], task["id"]) == ("webhooks.fanout_inbox", lease(broker))
+
+
+def test_an_empty_inbox_needs_no_fanout_task(broker):
+    assert ensure_fanout(app) is False
+    assert broker.llen("celery") == 0 and not broker.exists(KEY_LEASE)
+
+
+def test_an_unreachable_broker_raises_publish_error_and_the_event_is_not_published(monkeypatch):
+    monkeypatch.setattr(app.conf, "broker_url", "redis://127.0.0.1:1/0")
+    monkeypatch.setattr("webhooks.queue.inbox.broker_client", lambda url: unreachable_redis())
+    with pytest.raises(PublishError, match=r"^Event evt_\w+ was not published: the broker at redis://127.0.0.1:1/0"):
+        publish(1)
+
+
+class FlakyRegistry(MemoryRegistry):
+    """Unreachable for its first ``subscribers`` lookup."""
+
+    def __init__(self, endpoints):
+        super().__init__(endpoints)
+        self.down = True
+
+    def subscribers(self, event_name):
+        if self.down:
+            self.down = False
+            raise RegistryUnavailableError("The endpoint registry at redis://127.0.0.1:1/0 cannot be reached: down.")
+        return super().subscribers(event_name)
+
+
+def test_a_fanout_retried_after_a_registry_outage_keeps_its_events_and_sends_each_once(
+    broker, registry, enqueued, monkeypatch
+):
+    flaky = FlakyRegistry(registry.list())
+    monkeypatch.setattr(tasks, "registry", lambda: flaky)
+    ids = publish(2)
+    result = tasks.fanout_inbox.apply(task_id=lease(broker))  # eager: the retry runs at once, same task id
+    assert result.get() == 4
+    assert [[event_id for event_id, _ in call.args[1]] for call in enqueued] == [ids, ids]
+    assert broker.llen(KEY_INBOX) == 0 and not broker.exists(KEY_LEASE)
+
+
+def test_an_entry_that_is_not_an_event_is_logged_and_taken_with_the_others(broker, registry, enqueued, caplog):
+    (first,) = publish(1)
+    for entry in (b"not json", b'["user_created", "evt_x"]', b"[1, 2, 3]", b"42", b'{"a": "", "b": "", "c": ""}'):
+        broker.rpush(KEY_INBOX, entry)
+    (last,) = publish(1)
+    assert tasks.fanout_inbox.apply(task_id=lease(broker)).get() == 4
+    assert [[event_id for event_id, _ in call.args[1]] for call in enqueued] == [[first, last]] * 2
+    assert broker.llen(KEY_INBOX) == 0 and not broker.exists(KEY_LEASE)
+    dropped = [record.getMessage() for record in caplog.records if record.name == "webhooks.inbox"]
+    assert len(dropped) == 5 and all("is not an event [name, id, body], so it is dropped" in m for m in dropped)

@@ -1,0 +1,143 @@
+"""verify_request() against the header shapes frameworks hand over, and the development receiver's WSGI app."""
+
+from __future__ import annotations
+
+import io
+import json
+from email.message import Message
+from wsgiref.util import setup_testing_defaults
+
+import pytest
+
+from webhooks.errors import InvalidEventError, SignatureError
+from webhooks.receiver.devserver import FAIL_ON_PURPOSE_STATUS, REJECTED_STATUS, ReceiverApp, Route
+from webhooks.receiver.verify import find_header, verify_request
+from webhooks.signing import sign
+
+SECRET = "whsec_test"
+NOW = 1_790_000_000
+BODY = b'{"id":"evt_1","name":"user_created","scope":"service"}'
+HEADER_VALUE = sign(BODY, SECRET, NOW)
+
+
+def message_headers(**headers: str) -> Message:
+    message = Message()
+    for name, value in headers.items():
+        message[name] = value
+    return message
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"X-Service-Signature": HEADER_VALUE},
+        {"x-service-signature": HEADER_VALUE},
+        {"X-SERVICE-SIGNATURE": HEADER_VALUE},
+        {"HTTP_X_SERVICE_SIGNATURE": HEADER_VALUE, "wsgi.input": io.BytesIO()},  # a WSGI environ
+        message_headers(**{"X-Service-Signature": HEADER_VALUE}),  # http.server / email message
+    ],
+    ids=["canonical", "lower", "upper", "wsgi-environ", "email-message"],
+)
+def test_the_header_is_found_whatever_its_case_and_the_event_returned(headers):
+    assert verify_request(headers, BODY, SECRET, now=NOW) == json.loads(BODY)
+
+
+def test_any_of_several_secrets_verifies():
+    assert verify_request({"X-Service-Signature": HEADER_VALUE}, BODY, ["whsec_new", SECRET], now=NOW)["id"] == "evt_1"
+
+
+def test_a_missing_header_is_named():
+    with pytest.raises(SignatureError, match="The request has no X-Service-Signature header."):
+        verify_request({"Content-Type": "application/json"}, BODY, SECRET, now=NOW)
+
+
+def test_a_tampered_body_is_rejected():
+    with pytest.raises(SignatureError, match="matches the secret"):
+        verify_request({"X-Service-Signature": HEADER_VALUE}, BODY.replace(b"user", b"admin"), SECRET, now=NOW)
+
+
+def test_the_tolerance_window_applies():
+    with pytest.raises(SignatureError, match="old; the tolerance is 10 seconds"):
+        verify_request({"X-Service-Signature": HEADER_VALUE}, BODY, SECRET, tolerance=10, now=NOW + 11)
+
+
+def test_a_verified_body_that_is_not_a_json_object_is_an_invalid_event():
+    body = b"[1, 2]"
+    with pytest.raises(InvalidEventError, match="not a JSON object"):
+        verify_request({"X-Service-Signature": sign(body, SECRET, NOW)}, body, SECRET, now=NOW)
+
+
+def test_find_header_ignores_non_string_values():
+    assert find_header({"x-service-signature": 7, "X-Service-Signature": "v"}, "X-Service-Signature") == "v"
+    assert find_header({}, "X-Service-Signature") is None
+
+
+def call(app, path="/hook", body=BODY, header=None, method="POST"):
+    environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "CONTENT_LENGTH": str(len(body))}
+    setup_testing_defaults(environ)
+    environ["wsgi.input"] = io.BytesIO(body)
+    if header is not False:
+        environ["HTTP_X_SERVICE_SIGNATURE"] = header or sign(body, SECRET)
+    answered = []
+    chunks = app(environ, lambda status, headers: answered.append(status))
+    return int(answered[0].split()[0]), b"".join(chunks).decode()
+
+
+def recording_app(routes):
+    seen = []
+    return ReceiverApp(routes, seen.append), seen
+
+
+def test_the_app_fails_the_first_attempts_of_each_event_then_answers_its_status():
+    app, seen = recording_app(Route((SECRET,), fail_first=2))
+    other = BODY.replace(b"evt_1", b"evt_2")
+    statuses = [call(app)[0], call(app, body=other)[0], call(app)[0], call(app)[0], call(app, body=other)[0]]
+    assert statuses == [FAIL_ON_PURPOSE_STATUS] * 3 + [200, FAIL_ON_PURPOSE_STATUS]
+    assert [(r.event_id, r.attempt, r.delivered) for r in seen] == [
+        ("evt_1", 1, False),
+        ("evt_2", 1, False),
+        ("evt_1", 2, False),
+        ("evt_1", 3, True),
+        ("evt_2", 2, False),
+    ]
+    assert all(r.verified and r.event_name == "user_created" for r in seen)
+    assert seen[3].describe() == "user_created         evt_1  attempt 3  signature verified  -> 200 delivered"
+
+
+def test_the_app_rejects_a_bad_signature_with_the_reason():
+    app, seen = recording_app(Route((SECRET,)))
+    status, text = call(app, header=sign(BODY, "whsec_other"))
+    assert (status, text.strip()) == (REJECTED_STATUS, "No v1 signature in the header matches the secret.")
+    (received,) = seen
+    assert not received.verified and not received.delivered
+    assert "REJECTED: No v1 signature" in received.describe()
+    assert call(app, header=False)[0] == REJECTED_STATUS
+
+
+def test_a_non_2xx_status_fails_every_delivery():
+    app, seen = recording_app(Route((SECRET,), status=410))
+    assert [call(app)[0] for _ in range(3)] == [410] * 3
+    assert not any(received.delivered for received in seen)
+
+
+def test_routes_by_path_and_other_paths_and_methods():
+    app, seen = recording_app({"/a": Route((SECRET,)), "/b": Route(("whsec_b",))})
+    assert call(app, "/a")[0] == 200
+    assert call(app, "/b")[0] == REJECTED_STATUS  # signed with the other route's secret
+    assert call(app, "/c")[0] == 404
+    assert call(app, "/a", method="GET")[0] == 405
+    assert [received.path for received in seen] == ["/a", "/b"]
+
+
+def test_a_body_that_is_not_an_event_is_shown_as_unknown():
+    app, seen = recording_app(Route((SECRET,)))
+    call(app, body=b"not json")
+    assert (seen[0].event_name, seen[0].event_id, seen[0].verified) == ("?", "?", False)
+
+
+def test_route_describes_itself():
+    assert Route((SECRET,)).describe() == "answers 200"
+    assert Route((SECRET,), fail_first=1).describe() == "answers 503 to attempt 1 of each event, then 200"
+    assert (
+        Route((SECRET,), fail_first=2, status=204).describe() == "answers 503 to attempts 1-2 of each event, then 204"
+    )

@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from webhooks import InvalidEventError, publish_event, publish_events
+from webhooks.publish import EVENTS_PER_FANOUT
+from webhooks.samples import sample_event_kwargs
+
+
+def test_publish_serializes_once_and_enqueues_the_fanout_with_ids_only_in_argsrepr(enqueued):
+    event_id = publish_event("user_created", **sample_event_kwargs("user_created"))
+    (call,) = enqueued
+    name, queued_id, body = call.args
+    assert (call.name, name, queued_id) == ("webhooks.fanout", "user_created", event_id)
+    assert json.loads(body)["id"] == event_id
+    assert ", " not in body and ": " not in body  # compact
+    assert call.argsrepr == repr(("user_created", event_id))
+
+
+def test_a_given_event_id_is_kept(enqueued):
+    assert publish_event("user_created", event_id="evt_mine", **sample_event_kwargs("user_created")) == "evt_mine"
+
+
+def test_an_invalid_event_raises_and_enqueues_nothing(enqueued):
+    with pytest.raises(InvalidEventError, match="user.signed_up_at"):
+        publish_event("user_created", user={"id": "u_1", "properties": {}})
+    assert enqueued == []
+
+
+def test_publish_events_batches_fanouts_and_keeps_the_order_of_ids(enqueued):
+    events = [{"name": "user_created", **sample_event_kwargs("user_created")} for _ in range(EVENTS_PER_FANOUT + 1)]
+    events[5]["event_id"] = "evt_fifth"
+    ids = publish_events(events)
+    assert len(set(ids)) == len(events) and ids[5] == "evt_fifth"
+    first, second = enqueued
+    assert (first.name, len(first.args[0]), len(second.args[0])) == ("webhooks.fanout_many", EVENTS_PER_FANOUT, 1)
+    assert [event_id for _, event_id, _ in first.args[0] + second.args[0]] == ids
+    assert all(json.loads(body)["id"] == event_id for _, event_id, body in first.args[0])
+    assert first.argsrepr.startswith("[('user_created', ") and "signed_up_at" not in first.argsrepr
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"name": "user_created", "user": {"id": "u_1"}}, "The event at index 1 is invalid, so none was published"),
+        ({"user": {}}, "The event at index 1 has no name."),
+        ({"name": "user_created", "colour": "red"}, "The event at index 1 has unknown keys ['colour']"),
+        ("user_created", "The event at index 1 is a str, not a mapping"),
+    ],
+)
+def test_publish_events_publishes_none_when_one_is_bad(enqueued, bad, message):
+    good = {"name": "user_created", **sample_event_kwargs("user_created")}
+    with pytest.raises(InvalidEventError) as raised:
+        publish_events([good, bad, good])
+    assert str(raised.value).startswith(message)
+    assert enqueued == []
+
+
+def test_publish_events_of_nothing_enqueues_nothing(enqueued):
+    assert publish_events([]) == []
+    assert enqueued == []

@@ -1,0 +1,113 @@
+"""``webhooks deliveries`` (list, show) and ``webhooks redeliver``: the delivery log from a terminal."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import click
+
+from webhooks.errors import RedeliveryError
+from webhooks.log import STATE_NAMES, State
+from webhooks.ops.cli.base import main, pass_services
+from webhooks.ops.cli.output import delivery_details, delivery_record, delivery_table, echo_json
+from webhooks.ops.redelivery import REPLAYABLE, redeliver_failed
+from webhooks.ops.redelivery import redeliver as redeliver_one
+from webhooks.ops.services import Services
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (stable keys) instead of text.")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class Duration(click.ParamType[timedelta, object]):
+    """``90s``, ``30m``, ``12h`` or ``7d``."""
+
+    name = "duration"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> timedelta:
+        if isinstance(value, timedelta):
+            return value
+        match = re.fullmatch(r"(\d+)([smhd])", str(value).strip())
+        if match is None:
+            self.fail(f"{value!r} is not a duration: write a number and a unit, such as 90s, 30m, 12h or 7d.")
+        return timedelta(seconds=int(match[1]) * _UNITS[match[2]])
+
+
+@main.group(invoke_without_command=True)
+@click.option("--state", type=click.Choice(STATE_NAMES), help="Only deliveries in this state.")
+@click.option("--endpoint", "endpoint_id", metavar="ID", help="Only deliveries to this endpoint.")
+@click.option("--event", "event_id", metavar="ID", help="Only deliveries of this event.")
+@click.option("--since", type=Duration(), help="Only deliveries (re)started within this long, such as 2h.")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="At most this many.")
+@json_option
+@click.pass_context
+def deliveries(
+    ctx: click.Context,
+    state: str | None,
+    endpoint_id: str | None,
+    event_id: str | None,
+    since: timedelta | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """List deliveries, newest first: did an endpoint get an event, and if not, why?"""
+    if ctx.invoked_subcommand is not None:
+        return
+    services = ctx.ensure_object(Services)
+    found = services.log.find(
+        state=State(state) if state else None, endpoint_id=endpoint_id, event_id=event_id, since=since, limit=limit
+    )
+    if as_json:
+        echo_json([delivery_record(delivery) for delivery in found])
+    elif found:
+        click.echo(delivery_table(found))
+    else:
+        click.echo("No deliveries match.")
+
+
+@deliveries.command("show")
+@click.argument("delivery_id", metavar="ID")
+@json_option
+@pass_services
+def show(services: Services, delivery_id: str, as_json: bool) -> None:
+    """Show one delivery (EVENT_ID@ENDPOINT_ID): every attempt and the exact body sent."""
+    delivery = services.log.get(delivery_id)
+    if as_json:
+        echo_json(delivery_record(delivery))
+    else:
+        click.echo(delivery_details(delivery))
+
+
+@main.command()
+@click.argument("delivery_id", metavar="[ID]", required=False)
+@click.option("--endpoint", "endpoint_id", metavar="ID", help="Replay this endpoint's deliveries in --state.")
+@click.option(
+    "--state",
+    type=click.Choice([state.value for state in REPLAYABLE]),
+    default=State.FAILED.value,
+    show_default=True,
+    help="With --endpoint: which deliveries to replay.",
+)
+@click.option("--since", type=Duration(), help="With --endpoint: only those (re)started within this long.")
+@click.option("--force", is_flag=True, help="Send it even if it was delivered already or is still being attempted.")
+@pass_services
+def redeliver(
+    services: Services,
+    delivery_id: str | None,
+    endpoint_id: str | None,
+    state: str,
+    since: timedelta | None,
+    force: bool,
+) -> None:
+    """Send a delivery again (ID), or every failed one of an endpoint (--endpoint): same body, fresh signature."""
+    if (delivery_id is None) == (endpoint_id is None):
+        raise click.UsageError("Give either a delivery ID or --endpoint ID, not both and not neither.")
+    if delivery_id is not None:
+        delivery = redeliver_one(services.log, delivery_id, force=force)
+        click.echo(f"Redelivering {delivery.id} (series {delivery.series}).")
+        return
+    assert endpoint_id is not None
+    if force:
+        raise RedeliveryError("--force applies to one delivery ID only; a replay sends failed or dropped ones.")
+    replayed = redeliver_failed(services.log, endpoint_id, state=State(state), since=since)
+    click.echo(f"Redelivering {len(replayed)} {state} deliveries of endpoint {endpoint_id!r}.")

@@ -1,0 +1,180 @@
+"""``webhooks endpoints``: add, list, show, update, enable, disable and remove endpoints; rotate secrets.
+
+Reads work on any registry; changes need a writable one (``WEBHOOKS_REGISTRY=redis``). Running
+workers see every change on their next lookup, without a restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import click
+
+from webhooks.ops.cli.base import main, pass_services
+from webhooks.ops.cli.output import details, echo_json, endpoint_record, endpoint_table, format_time
+from webhooks.ops.services import Services
+from webhooks.registry import Endpoint, writable
+from webhooks.registry.base import DEFAULT_OVERLAP_SECONDS
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (stable keys) instead of text.")
+reveal_option = click.option("--reveal", is_flag=True, help="Show secrets in full instead of masked.")
+endpoint_id_argument = click.argument("endpoint_id", metavar="ID")
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+
+def event_option(*, required: bool) -> Callable[[Command], Command]:
+    """The repeatable --event option; ``add`` requires it, ``update`` does not."""
+    return click.option(
+        "--event",
+        "events",
+        multiple=True,
+        required=required,
+        metavar="NAME",
+        help="An event name from the spec, or `all`; repeat for several.",
+    )
+
+
+def show(endpoint: Endpoint, *, as_json: bool, reveal: bool = False, message: str = "") -> None:
+    """Print one endpoint: its JSON record, or ``message`` and then its fields."""
+    record = endpoint_record(endpoint, now=datetime.now(UTC), reveal=reveal)
+    if as_json:
+        echo_json(record)
+        return
+    if message:
+        click.echo(message)
+    click.echo(details(record))
+
+
+@main.group()
+def endpoints() -> None:
+    """Manage the endpoints events are delivered to."""
+
+
+@endpoints.command()
+@click.argument("url")
+@event_option(required=True)
+@click.option("--description", default="", help="A note for operators, such as who runs the receiver.")
+@click.option("--disabled", is_flag=True, help="Create it disabled: nothing is delivered until `enable`.")
+@json_option
+@pass_services
+def add(services: Services, url: str, events: tuple[str, ...], description: str, disabled: bool, as_json: bool) -> None:
+    """Add an endpoint for URL; prints its id and secret.
+
+    Give the secret to the receiver: it verifies every delivery with it.
+    """
+    endpoint = writable(services.registry).add(url, events, description=description, enabled=not disabled)
+    show(endpoint, as_json=as_json, reveal=True, message=f"Added endpoint {endpoint.id}. Give the receiver its secret.")
+
+
+@endpoints.command("list")
+@reveal_option
+@json_option
+@pass_services
+def list_endpoints(services: Services, reveal: bool, as_json: bool) -> None:
+    """List every endpoint, enabled or not.
+
+    Secrets appear only with --json, masked unless --reveal.
+    """
+    now = datetime.now(UTC)
+    records = [endpoint_record(endpoint, now=now, reveal=reveal) for endpoint in services.registry.list()]
+    if as_json:
+        echo_json(records)
+    elif records:
+        click.echo(endpoint_table(records))
+    else:
+        click.echo("There are no endpoints yet; add one with `webhooks endpoints add URL --event NAME`.")
+
+
+@endpoints.command("show")
+@endpoint_id_argument
+@reveal_option
+@json_option
+@pass_services
+def show_endpoint(services: Services, endpoint_id: str, reveal: bool, as_json: bool) -> None:
+    """Show one endpoint, its secret masked unless --reveal."""
+    show(services.registry.get(endpoint_id), as_json=as_json, reveal=reveal)
+
+
+@endpoints.command()
+@endpoint_id_argument
+@click.option("--url", default=None, help="The new receiver URL.")
+@event_option(required=False)
+@click.option("--description", default=None, help="The new note for operators.")
+@json_option
+@pass_services
+def update(
+    services: Services,
+    endpoint_id: str,
+    url: str | None,
+    events: tuple[str, ...],
+    description: str | None,
+    as_json: bool,
+) -> None:
+    """Change an endpoint's URL, events or description.
+
+    The --event names given replace all the old ones.
+    """
+    if url is None and not events and description is None:
+        raise click.UsageError("Give at least one of --url, --event and --description.")
+    endpoint = writable(services.registry).update(endpoint_id, url=url, events=events or None, description=description)
+    show(endpoint, as_json=as_json, message=f"Updated endpoint {endpoint.id}.")
+
+
+@endpoints.command()
+@endpoint_id_argument
+@json_option
+@pass_services
+def enable(services: Services, endpoint_id: str, as_json: bool) -> None:
+    """Deliver to an endpoint again, from the next event on."""
+    endpoint = writable(services.registry).enable(endpoint_id)
+    show(endpoint, as_json=as_json, message=f"Enabled endpoint {endpoint.id}.")
+
+
+@endpoints.command()
+@endpoint_id_argument
+@json_option
+@pass_services
+def disable(services: Services, endpoint_id: str, as_json: bool) -> None:
+    """Stop delivering to an endpoint, pending retries included."""
+    endpoint = writable(services.registry).disable(endpoint_id)
+    message = f"Disabled endpoint {endpoint.id}: nothing more is delivered to it, pending retries included."
+    show(endpoint, as_json=as_json, message=message)
+
+
+@endpoints.command()
+@endpoint_id_argument
+@json_option
+@pass_services
+def remove(services: Services, endpoint_id: str, as_json: bool) -> None:
+    """Delete an endpoint; pending retries to it are dropped."""
+    writable(services.registry).remove(endpoint_id)
+    if as_json:
+        echo_json({"id": endpoint_id, "removed": True})
+    else:
+        click.echo(f"Removed endpoint {endpoint_id}.")
+
+
+@endpoints.command("rotate-secret")
+@endpoint_id_argument
+@click.option(
+    "--overlap",
+    "overlap_seconds",
+    type=click.IntRange(min=0),
+    default=DEFAULT_OVERLAP_SECONDS,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long the previous secret keeps signing too; 0 stops it at once.",
+)
+@json_option
+@pass_services
+def rotate_secret(services: Services, endpoint_id: str, overlap_seconds: int, as_json: bool) -> None:
+    """Give an endpoint a new secret; prints it. During the overlap deliveries carry both signatures."""
+    endpoint = writable(services.registry).rotate_secret(endpoint_id, overlap_seconds=overlap_seconds)
+    expires = endpoint.previous_secret_expires_at
+    until = (
+        f"the previous one also signs until {format_time(expires)}" if expires else "the previous one no longer signs"
+    )
+    message = f"Rotated the secret of endpoint {endpoint.id}; {until}. Give the receiver the new secret."
+    show(endpoint, as_json=as_json, reveal=True, message=message)

@@ -1,0 +1,24 @@
+"""``webhooks serve``: the settings page on Werkzeug's development server.
+
+In production run it under gunicorn instead: ``gunicorn 'webhooks.ops.web:create_app()'`` (see the Procfile).
+"""
+
+from __future__ import annotations
+
+import click
+from werkzeug.serving import run_simple
+
+from webhooks.ops.cli.base import main, pass_services
+from webhooks.ops.services import Services
+from webhooks.ops.web import create_app
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535), help="Port to listen on.")
+@pass_services
+def serve(services: Services, host: str, port: int) -> None:
+    """Serve the settings page (endpoints, secrets, deliveries) for development."""
+    app = create_app(services.settings, services.registry, services.log)
+    click.echo(f"Settings page on http://{host}:{port}/ (sign in with WEBHOOKS_ADMIN_PASSWORD)")
+    run_simple(host, port, app, threaded=True)

@@ -1,0 +1,54 @@
+"""The settings page: a Flask app over the same registry and log functions the CLI uses.
+
+``create_app()`` refuses to build without an operator password and a session key, so a
+misconfigured deployment fails at start with a sentence instead of serving an open page.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from flask import Flask
+from flask_wtf.csrf import CSRFProtect
+
+from webhooks.errors import ConfigurationError
+from webhooks.log import DeliveryLog
+from webhooks.ops.services import Services
+from webhooks.ops.web import auth, errors, views
+from webhooks.registry import Registry
+from webhooks.settings import Settings, get_settings
+
+
+def create_app(
+    settings: Settings | None = None, registry: Registry | None = None, log: DeliveryLog | None = None
+) -> Flask:
+    """Build the settings page for ``settings`` (default: the process settings), ``registry`` and ``log``."""
+    settings = settings or get_settings()
+    if settings.admin_password is None:
+        raise ConfigurationError(
+            "The settings page needs an operator password: set WEBHOOKS_ADMIN_PASSWORD before starting it."
+        )
+    if settings.secret_key is None:
+        raise ConfigurationError(
+            "The settings page needs a key to sign session cookies: set WEBHOOKS_SECRET_KEY to a long random "
+            "string, e.g. the output of: python -c 'import secrets; print(secrets.token_urlsafe(32))'."
+        )
+    app = Flask(__name__)
+    app.config.update(
+        SECRET_KEY=settings.secret_key.get_secret_value(),
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Lax",
+        WTF_CSRF_TIME_LIMIT=None,  # the token lives as long as the signed session
+    )
+    app.extensions["webhooks"] = Services(settings, registry=registry, log=log)
+    app.jinja_env.filters["when"] = when
+    CSRFProtect(app)
+    auth.init_app(app, settings.admin_password.get_secret_value())
+    app.register_blueprint(views.blueprint)
+    errors.init_app(app)
+    return app
+
+
+def when(moment: datetime) -> str:
+    """A time as operators read it on the page: ``2026-11-22 09:30:12 UTC``."""
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")

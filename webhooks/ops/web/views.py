@@ -1,0 +1,180 @@
+"""The settings page's views. Each parses the request, calls one registry, log or publishing
+function, and renders or redirects; a WebhooksError becomes a message (see errors.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from flask import Blueprint, current_app, flash, redirect, render_template, request, url_for
+from werkzeug.wrappers import Response
+
+from webhooks.errors import DeliveryLogError, ReadOnlyRegistryError
+from webhooks.events import EVENT_GROUPS, EVENT_NAMES
+from webhooks.log import DeliverySummary, EndpointActivity
+from webhooks.ops.redelivery import redeliver, redeliver_failed
+from webhooks.ops.services import Services
+from webhooks.ops.web.auth import local_url
+from webhooks.ops.web.forms import EndpointForm
+from webhooks.publish import send_test_event
+from webhooks.registry import WritableRegistry
+from webhooks.registry import writable as registry_writable
+
+blueprint = Blueprint("views", __name__)
+
+
+def services() -> Services:
+    services: Services = current_app.extensions["webhooks"]
+    return services
+
+
+def writable() -> WritableRegistry:
+    """The registry, when it can be changed; ReadOnlyRegistryError (a 409 page) saying why not."""
+    return registry_writable(services().registry)
+
+
+def read_only_reason() -> str | None:
+    try:
+        writable()
+    except ReadOnlyRegistryError as exc:
+        return str(exc)
+    return None
+
+
+@blueprint.context_processor
+def page_context() -> dict[str, object]:
+    return {
+        "read_only": read_only_reason(),
+        "event_groups": EVENT_GROUPS,
+        "event_count": len(EVENT_NAMES),
+        "now": datetime.now(UTC),
+    }
+
+
+#: Deliveries listed on an endpoint's screen, newest first.
+RECENT_DELIVERIES = 25
+
+
+@blueprint.get("/")
+def endpoints() -> str:
+    listed = services().registry.list()
+    activity: dict[str, EndpointActivity] = {}
+    log_error = None
+    try:
+        activity = services().log.activity(endpoint.id for endpoint in listed)
+    except DeliveryLogError as exc:  # the endpoints are still worth showing
+        log_error = str(exc)
+    return render_template("endpoints.html", endpoints=listed, summaries=activity, log_error=log_error)
+
+
+@blueprint.route("/endpoints/new", methods=["GET", "POST"])
+def new_endpoint() -> Response | str | tuple[str, int]:
+    form = EndpointForm() if request.method == "GET" else EndpointForm.from_request(request.form)
+    if request.method == "GET":
+        return render_template("endpoint_form.html", form=form, endpoint=None)
+    if not form.validate(allow_private_networks=services().settings.allow_private_networks):
+        return render_template("endpoint_form.html", form=form, endpoint=None), 400
+    endpoint = writable().add(form.url, form.events, description=form.description)
+    flash("Endpoint added. Give its receiver the secret shown below.", "success")
+    return redirect(url_for("views.endpoint", endpoint_id=endpoint.id))
+
+
+@blueprint.get("/endpoints/<endpoint_id>")
+def endpoint(endpoint_id: str) -> str:
+    return endpoint_page(endpoint_id, revealed=False)
+
+
+@blueprint.post("/endpoints/<endpoint_id>/reveal")
+def reveal(endpoint_id: str) -> str:
+    # A POST, so the secret never travels in a URL, a Referer or a browser history entry.
+    return endpoint_page(endpoint_id, revealed=True)
+
+
+def endpoint_page(endpoint_id: str, *, revealed: bool) -> str:
+    endpoint = services().registry.get(endpoint_id)
+    recent: list[DeliverySummary] = []
+    log_error = None
+    try:
+        recent = services().log.find(endpoint_id=endpoint_id, limit=RECENT_DELIVERIES)
+    except DeliveryLogError as exc:
+        log_error = str(exc)
+    return render_template(
+        "endpoint.html", endpoint=endpoint, revealed=revealed, deliveries=recent, log_error=log_error
+    )
+
+
+@blueprint.get("/deliveries/<delivery_id>")
+def delivery(delivery_id: str) -> str:
+    return render_template("delivery.html", delivery=services().log.get(delivery_id))
+
+
+@blueprint.post("/deliveries/<delivery_id>/redeliver")
+def redeliver_one(delivery_id: str) -> Response:
+    redelivered = redeliver(services().log, delivery_id)
+    flash(f"Redelivering {redelivered.id}: attempt series {redelivered.series} has begun.", "success")
+    return redirect(url_for("views.delivery", delivery_id=delivery_id))
+
+
+@blueprint.post("/endpoints/<endpoint_id>/replay")
+def replay_failed(endpoint_id: str) -> Response:
+    endpoint = services().registry.get(endpoint_id)
+    replayed = redeliver_failed(services().log, endpoint.id)
+    if replayed:
+        flash(f"Redelivering {len(replayed)} failed deliveries to this endpoint.", "success")
+    else:
+        flash("No failed deliveries to replay.", "success")
+    return redirect(url_for("views.endpoint", endpoint_id=endpoint_id))
+
+
+@blueprint.route("/endpoints/<endpoint_id>/edit", methods=["GET", "POST"])
+def edit_endpoint(endpoint_id: str) -> Response | str | tuple[str, int]:
+    current = services().registry.get(endpoint_id)
+    if request.method == "GET":
+        return render_template("endpoint_form.html", form=EndpointForm.from_endpoint(current), endpoint=current)
+    form = EndpointForm.from_request(request.form)
+    if not form.validate(allow_private_networks=services().settings.allow_private_networks):
+        return render_template("endpoint_form.html", form=form, endpoint=current), 400
+    writable().update(endpoint_id, url=form.url, events=form.events, description=form.description)
+    flash("Endpoint saved.", "success")
+    return redirect(url_for("views.endpoint", endpoint_id=endpoint_id))
+
+
+@blueprint.post("/endpoints/<endpoint_id>/enabled")
+def set_enabled(endpoint_id: str) -> Response:
+    registry = writable()
+    if request.form.get("enabled") == "true":
+        registry.enable(endpoint_id)
+        flash("Delivery enabled.", "success")
+    else:
+        registry.disable(endpoint_id)
+        flash("Delivery disabled: pending retries to this endpoint will be dropped.", "success")
+    return redirect(local_url(request.form.get("back"), url_for("views.endpoint", endpoint_id=endpoint_id)))
+
+
+@blueprint.post("/endpoints/<endpoint_id>/rotate")
+def rotate(endpoint_id: str) -> Response:
+    hours = request.form.get("overlap_hours", "24")
+    if not hours.isdigit() or int(hours) > 24 * 30:
+        flash("The overlap must be a whole number of hours from 0 to 720.", "error")
+        return redirect(url_for("views.endpoint", endpoint_id=endpoint_id))
+    writable().rotate_secret(endpoint_id, overlap_seconds=int(hours) * 3600)
+    flash(f"Secret rotated. The previous secret keeps working for {hours} hours.", "success")
+    return redirect(url_for("views.endpoint", endpoint_id=endpoint_id))
+
+
+@blueprint.post("/endpoints/<endpoint_id>/delete")
+def delete(endpoint_id: str) -> Response:
+    writable().remove(endpoint_id)
+    flash(f"Endpoint {endpoint_id} deleted.", "success")
+    return redirect(url_for("views.endpoints"))
+
+
+@blueprint.post("/endpoints/<endpoint_id>/test-event")
+def test_event(endpoint_id: str) -> Response:
+    endpoint = services().registry.get(endpoint_id)
+    name = request.form.get("event_name", "")
+    if name not in EVENT_NAMES:
+        flash(f"Choose one of the {len(EVENT_NAMES)} event kinds; {name!r} is not one.", "error")
+    else:
+        event_id = send_test_event(endpoint.id, name)
+        flash(f"Test event {name} ({event_id}) sent to this endpoint.", "success")
+    return redirect(url_for("views.endpoint", endpoint_id=endpoint_id))

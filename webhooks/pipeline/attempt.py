@@ -1,0 +1,164 @@
+"""A worker's side of one attempt: make it, decide what follows it, and write it down.
+
+Both delivery tasks use these: ``webhooks.deliver`` for one delivery, ``webhooks.deliver_many`` for
+several to one endpoint. The network call is ``delivery.send``; the delivery log and the log lines
+are written by ``record``, for any number of attempts in one round trip.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from celery.exceptions import SoftTimeLimitExceeded
+from celery.utils.time import get_exponential_backoff_interval
+
+from webhooks.errors import DeliveryError, DeliveryLogError, PermanentDeliveryError, RetryableDeliveryError
+from webhooks.log import Attempt, AttemptRecord, DeliveryLog, State
+from webhooks.log.records import RESPONSE_EXCERPT_BYTES, state_after
+from webhooks.logformat import log_fields
+from webhooks.pipeline.http import AttemptResult, Outcome, send, thread_session
+from webhooks.registry import Endpoint
+from webhooks.settings import MAX_ATTEMPTS, Settings
+
+logger = logging.getLogger("webhooks.delivery")
+
+#: The error of an attempt that refused to send; what follows it is the reason.
+DROPPED_PREFIX = "Dropped: "
+
+
+@dataclass(frozen=True, slots=True)
+class Made:
+    """An attempt made (or a refusal to make one), and when the next is due."""
+
+    endpoint_id: str
+    event_id: str
+    body: str
+    attempt: Attempt
+    #: Seconds until the next attempt; None when none follows.
+    countdown: int | None
+
+    @property
+    def state(self) -> State:
+        return state_after(self.attempt.outcome, self.attempt.number)
+
+    @property
+    def reason(self) -> str:
+        """Why a dropped delivery was dropped, or what a failed attempt got, for log lines and Flower."""
+        if self.state is State.DROPPED:
+            return (self.attempt.error or "").removeprefix(DROPPED_PREFIX)
+        number = self.attempt.number
+        return f"{self.attempt.result} from endpoint {self.endpoint_id!r} (attempt {number} of {MAX_ATTEMPTS})"
+
+    def error(self) -> DeliveryError:
+        """What the task raises when this attempt did not deliver."""
+        if self.state is State.DROPPED:
+            return PermanentDeliveryError(
+                f"Delivery of {self.event_id} to endpoint {self.endpoint_id!r} was dropped: {self.reason}.",
+                endpoint_id=self.endpoint_id,
+                attempt=self.attempt.number,
+            )
+        return RetryableDeliveryError(
+            self.reason,
+            endpoint_id=self.endpoint_id,
+            attempt=self.attempt.number,
+            status_code=self.attempt.status_code,
+        )
+
+
+def attempt(settings: Settings, endpoint: Endpoint, event_id: str, body: str, number: int) -> Made:
+    """POST ``body`` to ``endpoint`` as attempt ``number``, signed now, and schedule the next if it failed."""
+    now = datetime.now(UTC)
+    try:
+        result = send(
+            thread_session(settings),
+            endpoint,
+            body.encode("utf-8"),
+            timeout=(settings.connect_timeout, settings.read_timeout),
+            now=now,
+        )
+    except SoftTimeLimitExceeded:
+        result = AttemptResult(Outcome.RETRY, None, settings.task_soft_time_limit * 1000.0, error="TimeLimitExceeded")
+    retry = result.outcome is Outcome.RETRY and number < MAX_ATTEMPTS
+    countdown = retry_countdown(settings, number) if retry else None
+    return Made(endpoint.id, event_id, body, attempt_of(result, number, now, countdown), countdown)
+
+
+def refusal(endpoint_id: str, event_id: str, body: str, number: int, why: str) -> Made:
+    """Attempt ``number`` not made, because of ``why``: the delivery is dropped."""
+    result = AttemptResult(Outcome.DROP, None, 0.0, error=f"{DROPPED_PREFIX}{why}")
+    return Made(endpoint_id, event_id, body, attempt_of(result, number, datetime.now(UTC), None), None)
+
+
+def retry_countdown(settings: Settings, number: int) -> int:
+    """Seconds before the attempt after attempt ``number``: full jitter under a doubling ceiling."""
+    return get_exponential_backoff_interval(
+        settings.retry_backoff, number - 1, settings.retry_backoff_max, full_jitter=True
+    )
+
+
+def attempt_of(result: AttemptResult, number: int, at: datetime, countdown: int | None) -> Attempt:
+    """The delivery log's record of one attempt."""
+    return Attempt(
+        number=number,
+        at=at,
+        outcome=result.outcome.value,
+        latency_ms=result.latency_ms,
+        status_code=result.status_code,
+        error=result.error,
+        response_excerpt=result.response_body[:RESPONSE_EXCERPT_BYTES].decode("utf-8", "replace"),
+        next_retry_at=at + timedelta(seconds=countdown) if countdown is not None else None,
+    )
+
+
+def record(log: DeliveryLog, made: Sequence[Made]) -> None:
+    """One ``attempt`` line per attempt (and ``failed`` or ``dropped`` when it was the last), and all of
+    them in the delivery log in one round trip.
+
+    A log that cannot be written is reported and skipped: the POSTs happened, and failing the task
+    now would send them again. The lines keep the record.
+    """
+    for one in made:
+        _log_lines(one)
+    try:
+        log.record_attempts(
+            [
+                AttemptRecord(one.event_id, one.endpoint_id, event_name(one.body), one.body, one.attempt, one.state)
+                for one in made
+            ]
+        )
+    except DeliveryLogError as exc:
+        missing = "The attempt above is" if len(made) == 1 else f"The {len(made)} attempts above are"
+        logger.warning("%s %s missing from it.", exc, missing)
+
+
+def event_name(body: str) -> str:
+    """The envelope's ``name``, for the log's listing (the task carries ids and the body only)."""
+    name = json.loads(body).get("name", "")
+    return name if isinstance(name, str) else ""
+
+
+def _log_lines(made: Made) -> None:
+    attempt, state = made.attempt, made.state
+    log_fields(
+        logger,
+        logging.INFO,
+        "attempt",
+        endpoint=made.endpoint_id,
+        event=made.event_id,
+        attempt=attempt.number,
+        status=attempt.status_code if attempt.status_code is not None else attempt.error,
+        latency_ms=round(attempt.latency_ms, 1),
+        outcome=attempt.outcome,
+        state=state.value,
+    )
+    if state is State.FAILED:
+        last: dict[str, object] = {"attempts": attempt.number, "last": made.reason}
+    elif state is State.DROPPED:
+        last = {"attempt": attempt.number, "reason": made.reason}
+    else:
+        return
+    log_fields(logger, logging.WARNING, state.value, endpoint=made.endpoint_id, event=made.event_id, **last)
