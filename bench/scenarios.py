@@ -32,7 +32,7 @@ from bench.senders import (
     raw_clients,
     register,
 )
-from webhooks.queue import KEY_WAITING
+from webhooks.queue.redis import KEY_WAITING
 
 MB = 1024 * 1024
 #: Seconds to wait for the deliveries of one run before declaring the run broken.

@@ -20,8 +20,9 @@ from typing import Any
 
 from bench.events import EVENT_NAME, bodies, event_kwargs
 from bench.harness import BIN, SECRET, Harness, Process, wait_until
-from webhooks.queue import KEY_WAITING, TaskCall, enqueue
+from webhooks.queue import TaskCall, queue_for
 from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE
+from webhooks.queue.redis import KEY_WAITING
 from webhooks.registry.base import Endpoint
 from webhooks.registry.redis import RedisRegistry
 from webhooks.settings import load_settings, use_settings
@@ -147,7 +148,7 @@ def naive_prefill(harness: Harness, url: str, count: int) -> list[str]:
     """Put ``count`` naive deliveries on its queue in one push: its workers' throughput, not its publisher's."""
     payloads = bodies(count)
     calls = [TaskCall("naive.deliver", (url, SECRET, body), repr(event_id)) for event_id, body in payloads]
-    enqueue(naive_app(harness), calls)
+    queue_for(naive_app(harness)).enqueue(calls)
     return [event_id for event_id, _ in payloads]
 
 

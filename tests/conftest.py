@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
 
+import fakeredis
 import pytest
 
-if TYPE_CHECKING:
-    from webhooks.queue import TaskCall
+from webhooks.queue import FANOUT_INBOX_TASK, FANOUT_MANY_TASK, RedisQueue, TaskCall
+from webhooks.queue.inbox import KEY_INBOX
+from webhooks.queue.redis import KEY_WAITING
 
 for _name in [name for name in os.environ if name.startswith("WEBHOOKS_")]:
     del os.environ[_name]
@@ -16,10 +20,62 @@ os.environ["WEBHOOKS_BROKER_URL"] = "memory://"
 os.environ["WEBHOOKS_REGISTRY"] = os.path.join(os.path.dirname(__file__), "data", "no-such-registry.yaml")
 
 
+class Enqueued:
+    """The tasks in a fakeredis broker, read back as TaskCalls: those on the queue first, in the order workers
+    take them, then those waiting for their time, soonest first. The inbox's own fan-out tasks are left out."""
+
+    def __init__(self, client: fakeredis.FakeRedis) -> None:
+        self.client = client
+
+    def calls(self) -> list[TaskCall]:
+        now = [_call(raw, None) for raw in reversed(self.client.lrange("celery", 0, -1)) if raw.startswith(b"{")]
+        later = [
+            _call(member.split(b"\n", 1)[1], due)
+            for member, due in self.client.zrange(KEY_WAITING, 0, -1, withscores=True)
+        ]
+        return [call for call in now + later if call.name != FANOUT_INBOX_TASK]
+
+    def events(self) -> list[tuple[str, str, str]]:
+        """The events published: those in the inbox, then those in ``fanout_many`` tasks."""
+        waiting = [tuple(json.loads(entry)) for entry in self.client.lrange(KEY_INBOX, 0, -1)]
+        batched = [tuple(event) for call in self.calls() if call.name == FANOUT_MANY_TASK for event in call.args[0]]
+        return waiting + batched  # type: ignore[return-value]
+
+    def __iter__(self) -> Iterator[TaskCall]:
+        return iter(self.calls())
+
+    def __len__(self) -> int:
+        return len(self.calls())
+
+    def __getitem__(self, index: int) -> TaskCall:
+        return self.calls()[index]
+
+    def __eq__(self, other: object) -> bool:
+        return self.calls() == other
+
+    def __repr__(self) -> str:
+        return repr(self.calls())
+
+
+def _call(raw: bytes, due: float | None) -> TaskCall:
+    message = json.loads(raw)
+    headers = message["headers"]
+    args, _, _ = json.loads(base64.b64decode(message["body"]))
+    return TaskCall(headers["task"], tuple(args), headers["argsrepr"], headers["id"], headers["retries"], due)
+
+
 @pytest.fixture
-def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[TaskCall]:
-    """Every task the code under test enqueues, kept here instead of reaching a broker."""
-    calls: list[TaskCall] = []
-    monkeypatch.setattr("webhooks.publish.enqueue", lambda app, new: calls.extend(new))
-    monkeypatch.setattr("webhooks.pipeline.tasks.enqueue", lambda app, new: calls.extend(new))
-    return calls
+def redis_queue(monkeypatch: pytest.MonkeyPatch) -> RedisQueue:
+    """The production Redis queue, on a fakeredis broker, for everything the code under test enqueues."""
+    from webhooks.celery_app import app
+
+    queue = RedisQueue(app, client=fakeredis.FakeRedis(server=fakeredis.FakeServer()))
+    for module in ("webhooks.publish", "webhooks.pipeline.tasks"):
+        monkeypatch.setattr(f"{module}.queue_for", lambda app: queue)
+    return queue
+
+
+@pytest.fixture
+def enqueued(redis_queue: RedisQueue) -> Enqueued:
+    """Every task the code under test enqueues, read back from the fakeredis broker."""
+    return Enqueued(redis_queue.client)

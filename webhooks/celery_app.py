@@ -2,9 +2,14 @@
 
 The reliability settings follow ``shared/guides/celery-retries.md``: late acks with requeue on
 a lost worker (a crash never loses a delivery), one prefetched task per pool slot (a slow
-receiver does not hold others' deliveries), a visibility timeout longer than any retry
-countdown (no duplicate retries), no result backend (nothing reads results), and task events
-on so Flower can show deliveries and retries.
+receiver does not hold others' deliveries), no result backend (nothing reads results), and task
+events on so Flower can show deliveries and retries.
+
+On Redis, retries wait in a sorted set (``queue/redis.py``), not unacknowledged in a worker, so the
+visibility timeout only has to outlast a running task: it is short, and kombu's sweep for messages
+unacknowledged longer than that runs every few seconds, so a killed worker's deliveries are sent by
+the others within a minute. On RabbitMQ, a lost connection returns them at once; queues are quorum
+queues and countdowns use Celery's native delayed delivery.
 
 The pool is threads, 64 per process, by default: a delivery mostly waits on its receiver, and a
 thread waits for a fraction of a process's memory (README: Performance).
@@ -23,8 +28,7 @@ from celery.signals import after_setup_logger, after_setup_task_logger, worker_p
 from kombu.exceptions import OperationalError
 
 from webhooks.logformat import use_json_lines
-from webhooks.queue import is_redis_url, release_due, uses_redis
-from webhooks.queue.inbox import ensure_fanout
+from webhooks.queue import broker_transport, queue_for
 from webhooks.settings import Settings, get_settings
 
 logger = logging.getLogger("webhooks.worker")
@@ -33,24 +37,31 @@ logger = logging.getLogger("webhooks.worker")
 RELEASE_INTERVAL_SECONDS = 0.5
 #: Seconds a publish may spend reaching the broker before publish_event() gives up.
 BROKER_CONNECT_TIMEOUT_SECONDS = 3
+#: Seconds between kombu's sweeps for messages unacknowledged longer than the visibility timeout (Redis).
+UNACKED_RESTORE_INTERVAL_SECONDS = 2
+#: Seconds the lock of that sweep lasts if its holder dies (kombu's default, 300, would stop sweeps that long).
+UNACKED_MUTEX_EXPIRE_SECONDS = 10
 
 
 def create_celery_app(settings: Settings) -> Celery:
     """A Celery app for these settings; tasks are registered by importing ``webhooks.tasks``."""
     app = Celery("webhooks", set_as_current=False)
     transport_options = {
-        "visibility_timeout": settings.visibility_timeout,
+        "visibility_timeout": settings.broker_visibility_timeout,
+        "unacked_restore_interval": UNACKED_RESTORE_INTERVAL_SECONDS,
+        "unacked_restore_throttle": 1,
+        "unacked_mutex_expire": UNACKED_MUTEX_EXPIRE_SECONDS,
         "socket_connect_timeout": BROKER_CONNECT_TIMEOUT_SECONDS,
         "socket_timeout": BROKER_CONNECT_TIMEOUT_SECONDS * 2,
     }
     app.conf.update(
         broker_url=settings.broker_url,
-        # kombu's Redis transport with one redis-py client per channel (webhooks/broker.py)
-        broker_transport="webhooks.queue.transport:Transport" if is_redis_url(settings.broker_url) else None,
+        # on Redis, kombu's transport with one client per channel and retries in a sorted set (queue/transport.py)
+        broker_transport=broker_transport(settings.broker_url),
         broker_transport_options=transport_options,
         broker_connection_timeout=BROKER_CONNECT_TIMEOUT_SECONDS,
         broker_connection_retry_on_startup=True,
-        visibility_timeout=settings.visibility_timeout,
+        visibility_timeout=settings.broker_visibility_timeout,
         task_serializer="json",
         accept_content=["json"],
         result_backend=None,
@@ -64,7 +75,9 @@ def create_celery_app(settings: Settings) -> Celery:
         worker_concurrency=settings.worker_concurrency,
         worker_prefetch_multiplier=1,
         worker_send_task_events=True,
-        task_send_sent_event=True,
+        # Flower lists a task from the moment a worker receives it; a "task-sent" event per message would cost
+        # the producer a broker write each. Turned on, the Redis queue sends through Celery to honour it.
+        task_send_sent_event=False,
         worker_hijack_root_logger=False,
     )
     app.steps["worker"].add(ReleaseDueRetries)
@@ -78,8 +91,8 @@ def create_celery_app(settings: Settings) -> Celery:
 
 
 class ReleaseDueRetries(bootsteps.StartStopStep):
-    """In every worker, a thread that moves retries whose time has come from Redis onto the queue, and
-    schedules a fan-out of the inbox when its task was lost (``inbox.ensure_fanout``)."""
+    """In every worker, a thread for the queue's housekeeping (Redis: retries whose time has come onto the
+    queue, a fan-out of the inbox whose task was lost); none on brokers that need none."""
 
     requires = ("celery.worker.components:Pool",)  # started after a prefork pool has forked its children
 
@@ -89,7 +102,7 @@ class ReleaseDueRetries(bootsteps.StartStopStep):
         self._thread: threading.Thread | None = None
 
     def start(self, parent: Any) -> None:
-        if uses_redis(parent.app):
+        if queue_for(parent.app).needs_housekeeping:
             self._thread = threading.Thread(target=self._run, args=(parent.app,), name="release-due-retries")
             self._thread.daemon = True
             self._thread.start()
@@ -102,8 +115,7 @@ class ReleaseDueRetries(bootsteps.StartStopStep):
     def _run(self, app: Celery) -> None:
         while not self._stopping.wait(RELEASE_INTERVAL_SECONDS):
             try:
-                release_due(app, time.time())
-                ensure_fanout(app)  # events in the inbox whose fan-out task was lost with its worker
+                queue_for(app).housekeeping(time.time())
             except OperationalError as exc:  # the worker's own connection reports the outage too; keep trying
                 logger.warning("Due retries and the inbox cannot be looked after: %s", exc)
 

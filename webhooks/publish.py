@@ -1,4 +1,8 @@
-"""The host application's entry point: validate events, serialize each once, enqueue their fan-out."""
+"""The host application's entry point: validate events, serialize each once, hand them to the queue.
+
+``publish_event()`` is a batch of one: both go through ``Queue.publish`` (``webhooks/queue/``), which on
+Redis lets a single event wait in the inbox for the events published about the same time.
+"""
 
 from __future__ import annotations
 
@@ -13,13 +17,10 @@ from kombu.utils.url import maybe_sanitize_url
 
 from webhooks.errors import InvalidEventError, PublishError
 from webhooks.events import Company, Event, Relationship, User, build_event, serialize
-from webhooks.queue import TaskCall, enqueue, inbox, uses_redis
+from webhooks.queue import queue_for
+from webhooks.queue.base import delivery_call
 from webhooks.samples import sample_event_kwargs
 
-#: Events per ``webhooks.fanout_many`` task in publish_events(), and most a ``webhooks.fanout_inbox`` takes:
-#: one registry lookup per event name and one push of all their deliveries, while a batch still spreads
-#: over several workers.
-EVENTS_PER_FANOUT = 100
 #: The keys an event mapping given to publish_events() may have: publish_event's arguments.
 EVENT_FIELDS = frozenset({"name", "user", "company", "relationship", "properties", "occurred_at", "event_id"})
 
@@ -50,12 +51,8 @@ def publish_event(
         event_id=event_id,
         now=datetime.now(UTC),
     )
-    body = serialize(event).decode("utf-8")
     with _broker(f"Event {event.id} was not published") as app:
-        if uses_redis(app):  # into the inbox, fanned out with the events published about the same time
-            inbox.publish(app, event.name, event.id, body)
-        else:  # the demo's in-process broker: one fan-out task per event
-            enqueue(app, [TaskCall("webhooks.fanout", (event.name, event.id, body), repr((event.name, event.id)))])
+        queue_for(app).publish([(event.name, event.id, serialize(event).decode("utf-8"))])
     return event.id
 
 
@@ -67,16 +64,8 @@ def publish_events(events: Iterable[Mapping[str, Any]]) -> list[str]:
     """
     now = datetime.now(UTC)
     built = [_build(position, fields, now) for position, fields in enumerate(events)]
-    calls = []
-    for start in range(0, len(built), EVENTS_PER_FANOUT):
-        batch = [
-            [event.name, event.id, serialize(event).decode("utf-8")]
-            for event in built[start : start + EVENTS_PER_FANOUT]
-        ]
-        calls.append(
-            TaskCall("webhooks.fanout_many", (batch,), repr([(name, event_id) for name, event_id, _ in batch]))
-        )
-    _enqueue(calls, f"None of the {len(built)} events was published")
+    with _broker(f"None of the {len(built)} events was published") as app:
+        queue_for(app).publish([(event.name, event.id, serialize(event).decode("utf-8")) for event in built])
     return [event.id for event in built]
 
 
@@ -93,9 +82,8 @@ def send_test_event(endpoint_id: str, name: str) -> str:
 
 def enqueue_delivery(endpoint_id: str, event_id: str, body: str) -> None:
     """Enqueue one ``webhooks.deliver`` of ``body`` to one endpoint (test events, redeliveries)."""
-    from webhooks.pipeline.tasks import delivery_call
-
-    _enqueue([delivery_call(endpoint_id, event_id, body)], f"Event {event_id} was not enqueued for {endpoint_id!r}")
+    with _broker(f"Event {event_id} was not enqueued for {endpoint_id!r}") as app:
+        queue_for(app).enqueue([delivery_call(endpoint_id, event_id, body)])
 
 
 def _build(position: int, fields: Mapping[str, Any], now: datetime) -> Event:
@@ -111,11 +99,6 @@ def _build(position: int, fields: Mapping[str, Any], now: datetime) -> Event:
         return build_event(**fields, now=now)
     except InvalidEventError as exc:
         raise InvalidEventError(f"{where} is invalid, so none was published: {exc}") from None
-
-
-def _enqueue(calls: list[TaskCall], failure: str) -> None:
-    with _broker(failure) as app:
-        enqueue(app, calls)
 
 
 @contextmanager

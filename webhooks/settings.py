@@ -22,6 +22,8 @@ MAX_ATTEMPTS = MAX_RETRIES + 1
 
 #: Seconds added to the HTTP time-outs to give a delivery task its soft time limit.
 TASK_TIME_MARGIN_SECONDS = 5
+#: Seconds the default visibility timeout adds to the task time limit.
+VISIBILITY_MARGIN_SECONDS = 10
 
 
 class Settings(BaseSettings):
@@ -39,8 +41,12 @@ class Settings(BaseSettings):
     read_timeout: float = Field(15.0, gt=0, description="Seconds to wait for a receiver's response.")
     retry_backoff: int = Field(30, ge=1, description="Ceiling of the first retry delay; it doubles on each retry.")
     retry_backoff_max: int = Field(1800, ge=1, description="Largest retry delay ceiling.")
-    visibility_timeout: int = Field(
-        3600, ge=60, description="Seconds before Redis hands an unacknowledged task to another worker."
+    visibility_timeout: int | None = Field(
+        None,
+        ge=1,
+        description="Seconds before a Redis broker hands a task still unacknowledged to another worker (a worker "
+        "that died with it). Default: the task time limit plus VISIBILITY_MARGIN_SECONDS, so a dead worker's "
+        "deliveries are sent by the others within a minute.",
     )
     worker_pool: Literal["threads", "prefork"] = Field(
         "threads",
@@ -81,16 +87,22 @@ class Settings(BaseSettings):
         """Hard limit: the worker process running a stuck attempt is replaced."""
         return self.task_soft_time_limit + TASK_TIME_MARGIN_SECONDS
 
+    @property
+    def broker_visibility_timeout(self) -> int:
+        """Seconds a Redis broker waits before handing an unacknowledged task to another worker."""
+        if self.visibility_timeout is not None:
+            return self.visibility_timeout
+        return self.task_time_limit + VISIBILITY_MARGIN_SECONDS
+
     @model_validator(mode="after")
-    def _retries_fit_in_visibility_timeout(self) -> Settings:
-        # kombu's Redis transport hands a task waiting for its countdown to another worker once
-        # it has been unacknowledged for visibility_timeout seconds: the retry would run twice.
-        needed = self.retry_backoff_max + self.task_time_limit
-        if needed >= self.visibility_timeout:
+    def _running_tasks_fit_in_visibility_timeout(self) -> Settings:
+        # Retries wait in a sorted set (queue/redis.py), not unacknowledged, so only a running task must fit:
+        # kombu hands a task unacknowledged longer than the timeout to another worker, and it would run twice.
+        if self.broker_visibility_timeout <= self.task_time_limit:
             raise ValueError(
-                f"WEBHOOKS_VISIBILITY_TIMEOUT ({self.visibility_timeout} s) must exceed WEBHOOKS_RETRY_BACKOFF_MAX "
-                f"plus the task time limit ({self.retry_backoff_max} + {self.task_time_limit} = {needed} s); "
-                "otherwise Redis redelivers retries that wait for their countdown and receivers get them twice."
+                f"WEBHOOKS_VISIBILITY_TIMEOUT ({self.broker_visibility_timeout} s) must exceed the task time limit "
+                f"({self.task_time_limit} s, from the connect and read time-outs); otherwise Redis hands a delivery "
+                "that is still running to another worker and its receiver gets it twice."
             )
         return self
 

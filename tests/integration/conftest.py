@@ -25,8 +25,8 @@ import yaml
 
 from tests.receiver import Receiver
 from tests.waiting import wait_until
-from webhooks.queue import KEY_WAITING
 from webhooks.queue.inbox import KEY_INBOX
+from webhooks.queue.redis import KEY_WAITING
 
 pytestmark = pytest.mark.integration
 

@@ -6,9 +6,11 @@ It asserts what the harness must produce, never a time: figures are read by a pe
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -24,10 +26,11 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_quick_benchmark_fills_every_row_and_stops_what_it_started(tmp_path):
     if shutil.which("redis-server") is None:
         missing("redis-server")
-    before = _own_processes()
+    marker = f"WEBHOOKS_BENCH_TEST_RUN={uuid.uuid4()}"  # inherited by every process the run starts
     completed = subprocess.run(
         [sys.executable, "-m", "bench", "--quick", "--output", str(tmp_path)],
         cwd=ROOT,
+        env={**os.environ, marker.split("=")[0]: marker.split("=")[1]},
         capture_output=True,
         text=True,
         timeout=540,
@@ -41,18 +44,18 @@ def test_the_quick_benchmark_fills_every_row_and_stops_what_it_started(tmp_path)
             assert row["theirs"] is not None and row["ratio"] > 0, row
     table = (tmp_path / "results.md").read_text()
     assert table.count("\n| ") == len(rows) + 1  # a header and one line per row
-    assert _own_processes() <= before, "the benchmark left processes running"
+    assert _processes_with(marker) == set(), "the benchmark left processes running"
 
 
-def _own_processes() -> set[int]:
-    """Redis servers and workers running now (the benchmark's would stay behind if it leaked them)."""
+def _processes_with(marker: str) -> set[int]:
+    """Processes whose environment carries ``marker``: this run's, not another benchmark's on the machine."""
     found = set()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+                environment = (entry / "environ").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"bench.receiver" in command or b"bench.naive" in command or b"ours0@" in command:
+            if marker.encode() in environment:
                 found.add(int(entry.name))
     return found

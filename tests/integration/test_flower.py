@@ -13,7 +13,7 @@ import requests
 from tests.integration.conftest import BIN, RedisServer, free_port, publish, service_env, write_registry
 from tests.receiver import Receiver, always, fail_first
 from tests.waiting import wait_until
-from webhooks.queue import KEY_WAITING
+from webhooks.queue.redis import KEY_WAITING
 from webhooks.samples import sample_event_kwargs
 
 pytestmark = pytest.mark.integration

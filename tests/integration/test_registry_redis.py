@@ -16,7 +16,7 @@ import pytest
 from tests.integration.conftest import BIN, RedisServer, publish, running_redis_server, service_env, write_registry
 from tests.receiver import always
 from tests.waiting import wait_until
-from webhooks.queue import KEY_WAITING
+from webhooks.queue.redis import KEY_WAITING
 from webhooks.samples import sample_event_kwargs
 from webhooks.signing import HEADER, SignatureError, verify
 

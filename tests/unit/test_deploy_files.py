@@ -49,7 +49,7 @@ def check_command(argv: list[str]) -> None:
     program, *args = argv
     if program == "celery":
         assert args[:2] in (["-A", "webhooks"], ["--app", "webhooks"]), f"{argv}: celery must be given -A webhooks"
-        assert {"webhooks.fanout", "webhooks.deliver"} <= set(webhooks.app.tasks)
+        assert {"webhooks.fanout_many", "webhooks.deliver"} <= set(webhooks.app.tasks)
         name, *rest = args[2:]
         assert name in celery_cli.commands, f"{argv}: celery has no command {name!r}"
         context = celery_cli.commands[name].make_context(name, rest, obj=CLIContext(webhooks.app, True, None))

@@ -23,4 +23,4 @@ def test_celery_finds_the_app_as_webhooks_app():
     from celery import Celery
 
     assert isinstance(webhooks.app, Celery)
-    assert {"webhooks.fanout", "webhooks.deliver"} <= set(webhooks.app.tasks)
+    assert {"webhooks.fanout_many", "webhooks.deliver"} <= set(webhooks.app.tasks)

@@ -5,18 +5,18 @@ import json
 import pytest
 
 from webhooks import InvalidEventError, publish_event, publish_events
-from webhooks.publish import EVENTS_PER_FANOUT
+from webhooks.queue import EVENTS_PER_FANOUT
+from webhooks.queue.inbox import KEY_INBOX
 from webhooks.samples import sample_event_kwargs
 
 
-def test_publish_serializes_once_and_enqueues_the_fanout_with_ids_only_in_argsrepr(enqueued):
+def test_publish_serializes_once_into_the_inbox_as_a_batch_of_one(enqueued, redis_queue):
     event_id = publish_event("user_created", **sample_event_kwargs("user_created"))
-    (call,) = enqueued
-    name, queued_id, body = call.args
-    assert (call.name, name, queued_id) == ("webhooks.fanout", "user_created", event_id)
+    ((name, queued_id, body),) = [json.loads(entry) for entry in redis_queue.client.lrange(KEY_INBOX, 0, -1)]
+    assert (name, queued_id) == ("user_created", event_id)
     assert json.loads(body)["id"] == event_id
     assert ", " not in body and ": " not in body  # compact
-    assert call.argsrepr == repr(("user_created", event_id))
+    assert enqueued == []  # its fan-out is the inbox's (tests/unit/queue/test_inbox.py)
 
 
 def test_a_given_event_id_is_kept(enqueued):

@@ -11,7 +11,9 @@ def test_defaults_match_the_documented_ones(monkeypatch):
         monkeypatch.delenv(name)
     settings = Settings()
     assert (settings.connect_timeout, settings.read_timeout) == (5.0, 15.0)
-    assert (settings.retry_backoff, settings.retry_backoff_max, settings.visibility_timeout) == (30, 1800, 3600)
+    assert (settings.retry_backoff, settings.retry_backoff_max) == (30, 1800)
+    # A dead worker's deliveries come back within a minute: the time limit (30 s) plus a margin.
+    assert (settings.task_time_limit, settings.broker_visibility_timeout) == (30, 40)
     assert settings.registry == "config/endpoints.yaml"
     assert settings.store_url == "redis://localhost:6379/0"
     assert settings.allow_private_networks is False
@@ -26,13 +28,18 @@ def test_environment_variables_use_the_prefix(monkeypatch):
     assert settings.store_url == "redis://store:6379/1"
 
 
-def test_a_visibility_timeout_shorter_than_the_longest_retry_is_refused():
+def test_a_visibility_timeout_a_running_task_could_outlast_is_refused():
     with pytest.raises(ConfigurationError) as error:
-        load_settings(retry_backoff_max=3600, visibility_timeout=3600)
+        load_settings(visibility_timeout=30)
     message = str(error.value)
     assert message.startswith("The configuration is invalid: ")
-    assert "WEBHOOKS_VISIBILITY_TIMEOUT (3600 s) must exceed WEBHOOKS_RETRY_BACKOFF_MAX" in message
-    assert "receivers get them twice" in message
+    assert "WEBHOOKS_VISIBILITY_TIMEOUT (30 s) must exceed the task time limit (30 s" in message
+    assert "its receiver gets it twice" in message
+
+
+def test_long_retry_delays_no_longer_need_a_long_visibility_timeout():
+    # Retries wait in a sorted set (Redis) or in the broker (RabbitMQ), never unacknowledged in a worker.
+    assert load_settings(retry_backoff_max=86_400).broker_visibility_timeout == 40
 
 
 def test_bad_values_are_named(monkeypatch):

@@ -10,11 +10,10 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from celery.exceptions import SoftTimeLimitExceeded
-from celery.utils.time import get_exponential_backoff_interval
 
 from webhooks.errors import DeliveryError, DeliveryLogError, PermanentDeliveryError, RetryableDeliveryError
 from webhooks.log import Attempt, AttemptRecord, DeliveryLog, State
@@ -38,8 +37,6 @@ class Made:
     event_id: str
     body: str
     attempt: Attempt
-    #: Seconds until the next attempt; None when none follows.
-    countdown: int | None
 
     @property
     def state(self) -> State:
@@ -53,6 +50,12 @@ class Made:
         number = self.attempt.number
         return f"{self.attempt.result} from endpoint {self.endpoint_id!r} (attempt {number} of {MAX_ATTEMPTS})"
 
+    def scheduled(self, countdown: float) -> Made:
+        """This attempt, with the next one due ``countdown`` seconds after it was made."""
+        return replace(
+            self, attempt=replace(self.attempt, next_retry_at=self.attempt.at + timedelta(seconds=countdown))
+        )
+
     def error(self) -> DeliveryError:
         """What the task raises when this attempt did not deliver."""
         if self.state is State.DROPPED:
@@ -61,16 +64,34 @@ class Made:
                 endpoint_id=self.endpoint_id,
                 attempt=self.attempt.number,
             )
-        return RetryableDeliveryError(
+        return FailedAttempt(
             self.reason,
             endpoint_id=self.endpoint_id,
             attempt=self.attempt.number,
             status_code=self.attempt.status_code,
+            made=self,
         )
 
 
+class FailedAttempt(RetryableDeliveryError):
+    """A failed attempt, carried to the task's ``retry`` so that it is recorded with the due time Celery chose.
+
+    Pickled (a prefork child's result, a task event), it travels without the attempt: the body stays here.
+    """
+
+    def __init__(
+        self, message: str, *, endpoint_id: str, attempt: int, status_code: int | None = None, made: Made | None = None
+    ) -> None:
+        super().__init__(message, endpoint_id=endpoint_id, attempt=attempt, status_code=status_code)
+        self.made = made
+
+    def __repr__(self) -> str:
+        # Flower, the logs and a final FAILURE name the public type callers catch.
+        return f"{RetryableDeliveryError.__name__}: {self}"
+
+
 def attempt(settings: Settings, endpoint: Endpoint, event_id: str, body: str, number: int) -> Made:
-    """POST ``body`` to ``endpoint`` as attempt ``number``, signed now, and schedule the next if it failed."""
+    """POST ``body`` to ``endpoint`` as attempt ``number``, signed now."""
     now = datetime.now(UTC)
     try:
         result = send(
@@ -82,25 +103,16 @@ def attempt(settings: Settings, endpoint: Endpoint, event_id: str, body: str, nu
         )
     except SoftTimeLimitExceeded:
         result = AttemptResult(Outcome.RETRY, None, settings.task_soft_time_limit * 1000.0, error="TimeLimitExceeded")
-    retry = result.outcome is Outcome.RETRY and number < MAX_ATTEMPTS
-    countdown = retry_countdown(settings, number) if retry else None
-    return Made(endpoint.id, event_id, body, attempt_of(result, number, now, countdown), countdown)
+    return Made(endpoint.id, event_id, body, attempt_of(result, number, now))
 
 
 def refusal(endpoint_id: str, event_id: str, body: str, number: int, why: str) -> Made:
     """Attempt ``number`` not made, because of ``why``: the delivery is dropped."""
     result = AttemptResult(Outcome.DROP, None, 0.0, error=f"{DROPPED_PREFIX}{why}")
-    return Made(endpoint_id, event_id, body, attempt_of(result, number, datetime.now(UTC), None), None)
+    return Made(endpoint_id, event_id, body, attempt_of(result, number, datetime.now(UTC)))
 
 
-def retry_countdown(settings: Settings, number: int) -> int:
-    """Seconds before the attempt after attempt ``number``: full jitter under a doubling ceiling."""
-    return get_exponential_backoff_interval(
-        settings.retry_backoff, number - 1, settings.retry_backoff_max, full_jitter=True
-    )
-
-
-def attempt_of(result: AttemptResult, number: int, at: datetime, countdown: int | None) -> Attempt:
+def attempt_of(result: AttemptResult, number: int, at: datetime) -> Attempt:
     """The delivery log's record of one attempt."""
     return Attempt(
         number=number,
@@ -110,7 +122,6 @@ def attempt_of(result: AttemptResult, number: int, at: datetime, countdown: int 
         status_code=result.status_code,
         error=result.error,
         response_excerpt=result.response_body[:RESPONSE_EXCERPT_BYTES].decode("utf-8", "replace"),
-        next_retry_at=at + timedelta(seconds=countdown) if countdown is not None else None,
     )
 
 

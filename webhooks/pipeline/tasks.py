@@ -1,12 +1,18 @@
-"""The Celery tasks. They are thin: look the endpoint up, make attempts (``attempts.py``), map the result to Celery.
+"""The Celery tasks. They are thin: look the endpoint up, make attempts (``attempt.py``), map the result to Celery.
 
-``webhooks.fanout`` turns one event into one ``webhooks.deliver`` per subscribed endpoint.
-``webhooks.fanout_many`` does it for a batch from ``publish_events``, and ``webhooks.fanout_inbox`` for the
-events published one at a time that wait in the inbox: an endpoint that several of the batch's events go
-to gets one ``webhooks.deliver_many`` for all of them, so while its receiver answers
-fast they share one task (Celery costs about as much CPU per task as a POST does). All are pushed in
-one round trip. ``webhooks.deliver`` makes one attempt, records it in the delivery log and schedules
-the next one with Celery's retry (full-jitter exponential backoff, at most MAX_RETRIES retries).
+``webhooks.fanout_many`` turns a batch of events (``publish_events``) into deliveries, and
+``webhooks.fanout_inbox`` does it for the events published one at a time that wait in the Redis inbox
+(``queue/inbox.py``): an endpoint that several of the batch's events go to gets one
+``webhooks.deliver_many`` for all of them, so while its receiver answers fast they share one task
+(Celery costs about as much CPU per task as a POST does).
+
+``webhooks.deliver`` makes one attempt. A failure is retried by Celery's autoretry (full-jitter
+exponential backoff, at most MAX_RETRIES retries): Celery computes the countdown and sends the retry,
+and the queue decides where it waits (Redis: a sorted set; RabbitMQ: native delayed delivery).
+The attempt is recorded in the delivery log in ``retry()``, once that countdown is known.
+A ``deliver_many`` turns each failed delivery into a ``webhooks.deliver`` carrying its attempt count,
+due after the same backoff, through the same queue.
+
 Task arguments carry ids and the body, never a secret; ``argsrepr`` keeps the body out of Flower and the logs.
 """
 
@@ -27,22 +33,31 @@ from celery import Signature, Task
 from celery.app.task import Context
 from celery.exceptions import Reject
 from celery.utils.saferepr import saferepr
+from celery.utils.time import get_exponential_backoff_interval
 from celery.worker.request import Request
 from kombu.exceptions import OperationalError
 
 from webhooks.celery_app import app, settings
 from webhooks.errors import (
-    DeliveryLogError,
     EndpointNotFoundError,
     PermanentDeliveryError,
     RegistryUnavailableError,
     RetryableDeliveryError,
 )
-from webhooks.log import DeliveryLog, FannedOut, State, open_delivery_log
-from webhooks.logformat import log_fields
-from webhooks.pipeline.attempt import Made, attempt, record, refusal
-from webhooks.publish import EVENTS_PER_FANOUT
-from webhooks.queue import TaskCall, enqueue, inbox, uses_redis
+from webhooks.log import DeliveryLog, State, open_delivery_log
+from webhooks.pipeline.attempt import FailedAttempt, Made, attempt, record, refusal
+from webhooks.pipeline.fanout import fan_out
+from webhooks.queue import EVENTS_PER_FANOUT, FANOUT_INBOX_TASK, FANOUT_MANY_TASK, TaskCall, queue_for
+from webhooks.queue.base import (
+    DELIVER_MANY_TASK,
+    DELIVER_TASK,
+    batch_repr,
+    deliveries_call,
+    delivery_call,
+    events_repr,
+    ids_repr,
+)
+from webhooks.queue.inbox import LEASE_SECONDS
 from webhooks.registry import Endpoint, Registry, open_registry
 from webhooks.settings import MAX_RETRIES
 
@@ -75,14 +90,17 @@ class _ReadableRetryRequest(Request):
         super().on_retry(exc_info)
 
 
-class _BodyHiddenTask(Task):  # type: ignore[type-arg]
-    """Shows Flower and the logs the first two arguments (ids), never the body, on retries too.
+class _Task(Task):  # type: ignore[type-arg]
+    """Our tasks' base: the body never shown, a failed attempt recorded with its due time, a retry never lost.
 
-    Celery re-sends a retry without the argsrepr the task was first sent with, so without this a
-    retried delivery would show its whole body in Flower.
+    Celery re-sends a retry without the argsrepr the task was first sent with, so without
+    ``signature_from_request`` a retried delivery would show its whole body in Flower. If the broker
+    refuses the retry, Celery rejects the message without requeueing it (``Task.retry``): the
+    delivery would be lost, so ``retry`` requeues it instead (it runs again, sooner than its backoff).
     """
 
     Request = "webhooks.pipeline.tasks:_ReadableRetryRequest"
+    shown = staticmethod(ids_repr)
 
     def signature_from_request(
         self,
@@ -97,160 +115,110 @@ class _BodyHiddenTask(Task):  # type: ignore[type-arg]
         extra_options.setdefault("argsrepr", self.shown(args))
         return super().signature_from_request(request, args, kwargs, queue, **extra_options)
 
-    @staticmethod
-    def shown(args: tuple[Any, ...]) -> str:
-        """What Flower and the logs show of the arguments."""
-        return repr(tuple(args[:2]))
-
-    def apply_async(  # type: ignore[override]
-        self, args: tuple[Any, ...] | None = None, kwargs: dict[str, Any] | None = None, **options: Any
+    def retry(
+        self,
+        args: Any = None,
+        kwargs: Any = None,
+        exc: Exception | None = None,
+        throw: bool = True,
+        eta: Any = None,
+        countdown: float | None = None,
+        max_retries: int | None = None,
+        **options: Any,
     ) -> Any:
-        """A retry (a countdown, from ``self.retry`` or autoretry) waits in Redis, not in a worker's memory."""
-        countdown, task_id = options.get("countdown"), options.get("task_id")
-        if countdown is not None and task_id is not None and not kwargs and uses_redis(self.app):
-            args = tuple(args or ())
-            retries = options.get("retries", 0)
-            due = time.time() + countdown
-            enqueue(self.app, [TaskCall(self.name, args, self.shown(args), task_id=task_id, retries=retries, due=due)])
-            return self.AsyncResult(task_id)
-        return super().apply_async(args, kwargs, **options)
+        if isinstance(exc, FailedAttempt) and exc.made is not None:
+            limit = self.max_retries if max_retries is None else max_retries
+            retries_left = limit is None or self.request.retries < limit
+            made = exc.made.scheduled(countdown or 0) if retries_left else exc.made
+            record(delivery_log(), [made])
+        try:
+            return super().retry(args, kwargs, exc, throw, eta, countdown, max_retries, **options)
+        except Reject as rejected:
+            reason, requeue = rejected.reason, rejected.requeue  # type: ignore[attr-defined]  # not in the stubs
+            if requeue:
+                raise
+            logger.warning(
+                "The retry of task %s could not be sent (%s); it goes back on the queue.", self.request.id, reason
+            )
+            raise Reject(reason, requeue=True) from None
 
 
-class _EventsTask(_BodyHiddenTask):
+class _EventsTask(_Task):
     """For ``fanout_many``, whose one argument is a list of ``[name, id, body]``: shows names and ids."""
 
     @staticmethod
-    def shown(args: tuple[Any, ...]) -> str:
+    def shown(args: Sequence[Any]) -> str:
         return events_repr(args[0] if args else [])
 
 
-class _BatchTask(_BodyHiddenTask):
+class _BatchTask(_Task):
     """For ``deliver_many(endpoint_id, [[event_id, body], ...])``: shows the endpoint and the event ids."""
 
-    @staticmethod
-    def shown(args: tuple[Any, ...]) -> str:
-        endpoint_id, deliveries = args[0], args[1] if len(args) > 1 else []
-        return repr((endpoint_id, [event_id for event_id, _ in deliveries]))
+    shown = staticmethod(batch_repr)
 
 
-def events_repr(events: Sequence[Sequence[str]]) -> str:
-    """``[(name, id), ...]`` of a batch of events, for Flower and the logs."""
-    return repr([tuple(event[:2]) for event in events])
-
-
-def delivery_call(endpoint_id: str, event_id: str, body: str, retries: int = 0) -> TaskCall:
-    """One ``webhooks.deliver`` to enqueue; Flower and the logs see the two ids only."""
-    args = (endpoint_id, event_id, body)
-    return TaskCall("webhooks.deliver", args, _BodyHiddenTask.shown(args), retries=retries)
-
-
-def deliveries_call(endpoint_id: str, deliveries: Sequence[Sequence[str]], retries: int = 0) -> TaskCall:
-    """The task for ``[[event_id, body], ...]`` to one endpoint: ``deliver`` for one, ``deliver_many`` for more.
-
-    ``retries`` is how many attempts each has had already (a batch whose registry lookup was retried).
-    """
-    if len(deliveries) == 1:
-        ((event_id, body),) = deliveries
-        return delivery_call(endpoint_id, event_id, body, retries)
-    args = (endpoint_id, [[event_id, body] for event_id, body in deliveries])
-    return TaskCall("webhooks.deliver_many", args, _BatchTask.shown(args), retries=retries)
-
-
-#: Both fan-out tasks: acknowledged once every delivery is enqueued; a broker or registry outage retries them.
+#: Both fan-out tasks: acknowledged once every delivery is enqueued; a broker or registry outage retries them,
+#: well within the inbox's lease (so a retried ``fanout_inbox`` still holds it and takes its own events).
 _FANOUT_OPTIONS: dict[str, Any] = {
     "acks_late": True,
     "autoretry_for": (OperationalError, RegistryUnavailableError),
+    "retry_backoff": True,
+    "retry_backoff_max": LEASE_SECONDS // 4,
+    "retry_jitter": True,
     "max_retries": MAX_RETRIES,
 }
 
 
-@app.task(base=_BodyHiddenTask, name="webhooks.fanout", **_FANOUT_OPTIONS)
-def fanout(event_name: str, event_id: str, body: str) -> int:
-    """Enqueue one delivery per enabled endpoint subscribed to ``event_name``."""
-    return fan_out([(event_name, event_id, body)])
-
-
-@app.task(base=_EventsTask, name="webhooks.fanout_many", **_FANOUT_OPTIONS)
+@app.task(base=_EventsTask, name=FANOUT_MANY_TASK, **_FANOUT_OPTIONS)
 def fanout_many(events: list[list[str]]) -> int:
-    """``fanout`` for a batch of ``[name, id, body]`` (``publish_events``): one push for all their deliveries."""
-    return fan_out([(name, event_id, body) for name, event_id, body in events])
+    """Enqueue the deliveries of a batch of ``[name, id, body]`` in one push; return how many."""
+    calls = fan_out(registry(), delivery_log(), [(name, event_id, body) for name, event_id, body in events])
+    queue_for(app).enqueue(calls)
+    return _deliveries(calls)
 
 
-@app.task(base=_BodyHiddenTask, name=inbox.FANOUT_TASK, bind=True, **_FANOUT_OPTIONS)
+@app.task(base=_Task, name=FANOUT_INBOX_TASK, bind=True, **_FANOUT_OPTIONS)
 def fanout_inbox(self: Task[[], int]) -> int:
-    """``fanout_many`` for the events published one at a time that wait in the inbox (``inbox.py``).
+    """``fanout_many`` for the events published one at a time that wait in the inbox (``queue/inbox.py``).
 
     Returns how many deliveries it enqueued: 0 when another fan-out holds the inbox and takes its events.
     """
-    task_id = str(self.request.id)
-    claimed = inbox.claim(app, task_id, EVENTS_PER_FANOUT)
+    queue, task_id = queue_for(app), str(self.request.id)
+    claimed = queue.claim(task_id, EVENTS_PER_FANOUT)
     if claimed is None:
         return 0
-    count = fan_out(claimed.events)
-    inbox.done(app, task_id, claimed.taken)
-    return count
+    calls = fan_out(registry(), delivery_log(), claimed.events)
+    queue.enqueue(calls)
+    queue.done(task_id, claimed.taken)
+    return _deliveries(calls)
 
 
-def fan_out(events: Sequence[tuple[str, str, str]]) -> int:
-    """List every delivery of ``events`` as pending, then enqueue them all in one push; return how many.
-
-    The deliveries to one endpoint travel in one task (``deliver_many``) when there are several.
-
-    A fan-out run twice (a worker lost before its ack) enqueues its deliveries twice; receivers
-    deduplicate on the event id (spec), and the log keeps one record per delivery.
-    """
-    subscribers: dict[str, list[str]] = {}
-    batch: list[FannedOut] = []
-    for name, event_id, body in events:
-        if name not in subscribers:
-            subscribers[name] = registry().subscribers(name)
-        batch.append(FannedOut(event_id, name, body, subscribers[name]))
-    try:  # pending first: an attempt's record must never be overwritten by its own pending one
-        delivery_log().enqueued(batch)
-    except DeliveryLogError as exc:
-        logger.warning("%s These deliveries are sent but not listed as pending: %s.", exc, events_repr(events))
-    by_endpoint: dict[str, list[list[str]]] = {}
-    for event in batch:
-        for endpoint_id in event.endpoint_ids:
-            by_endpoint.setdefault(endpoint_id, []).append([event.event_id, event.body])
-    enqueue(app, [deliveries_call(endpoint_id, deliveries) for endpoint_id, deliveries in by_endpoint.items()])
-    for event in batch:
-        log_fields(
-            logger,
-            logging.INFO,
-            "fanout",
-            event=event.event_id,
-            name=event.event_name,
-            endpoints=len(event.endpoint_ids),
-        )
-    return sum(len(event.endpoint_ids) for event in batch)
+def _deliveries(calls: Sequence[TaskCall]) -> int:
+    return sum(1 if call.name == DELIVER_TASK else len(call.args[1]) for call in calls)
 
 
-#: Both delivery tasks: acknowledged after the attempt, requeued if the worker dies during it.
+#: Both delivery tasks: acknowledged after the attempt, requeued if the worker dies during it; retried by
+#: Celery's autoretry with full-jitter exponential backoff.
 _DELIVERY_OPTIONS: dict[str, Any] = {
     "bind": True,
-    "autoretry_for": (RegistryUnavailableError,),
+    "autoretry_for": (RetryableDeliveryError, RegistryUnavailableError),
+    "dont_autoretry_for": (PermanentDeliveryError,),
     "retry_backoff": settings.retry_backoff,
     "retry_backoff_max": settings.retry_backoff_max,
     "retry_jitter": True,
     "max_retries": MAX_RETRIES,
     "acks_late": True,
     "reject_on_worker_lost": True,
+    "throws": (RetryableDeliveryError, PermanentDeliveryError, RegistryUnavailableError),
 }
 
 
-@app.task(
-    base=_BodyHiddenTask,
-    name="webhooks.deliver",
-    throws=(RetryableDeliveryError, PermanentDeliveryError, RegistryUnavailableError),
-    **_DELIVERY_OPTIONS,
-)
+@app.task(base=_Task, name=DELIVER_TASK, **_DELIVERY_OPTIONS)
 def deliver(self: Task[[str, str, str], None], endpoint_id: str, event_id: str, body: str) -> None:
-    """One attempt to POST ``body`` to the endpoint, as it is configured now, recorded in the delivery log.
+    """One attempt to POST ``body`` to the endpoint, as it is configured now.
 
-    A failed attempt schedules the next with ``self.retry`` and a countdown computed when the attempt
-    is made (full-jitter exponential backoff, as Celery's autoretry computes it), so the log can say
-    when it is due.
+    A delivered or dropped attempt is recorded here; a failed one is raised, and recorded by ``retry``
+    with the countdown Celery's autoretry computed for it.
     """
     number = self.request.retries + 1
     endpoint = current_endpoint(endpoint_id)
@@ -258,12 +226,10 @@ def deliver(self: Task[[str, str, str], None], endpoint_id: str, event_id: str, 
         made = refusal(endpoint_id, event_id, body, number, endpoint)
     else:
         made = attempt(settings, endpoint, event_id, body, number)
-    record(delivery_log(), [made])
-    if made.state is State.DELIVERED:
-        return
-    if made.countdown is None:
+    if made.state in (State.DELIVERED, State.DROPPED):
+        record(delivery_log(), [made])
+    if made.state is not State.DELIVERED:
         raise made.error()
-    raise self.retry(exc=made.error(), countdown=made.countdown)
 
 
 #: Seconds a ``deliver_many`` keeps sending before it hands the deliveries it has not attempted to other
@@ -272,7 +238,7 @@ def deliver(self: Task[[str, str, str], None], endpoint_id: str, event_id: str, 
 BATCH_SECONDS = 1.0
 
 
-@app.task(base=_BatchTask, name="webhooks.deliver_many", throws=(PermanentDeliveryError,), **_DELIVERY_OPTIONS)
+@app.task(base=_BatchTask, name=DELIVER_MANY_TASK, **_DELIVERY_OPTIONS)
 def deliver_many(
     self: Task[[str, list[list[str]]], dict[str, int]], endpoint_id: str, deliveries: list[list[str]]
 ) -> dict[str, int]:
@@ -280,7 +246,7 @@ def deliver_many(
     connection, all recorded in one round trip; returns how many ended in each state (and were handed on).
 
     The endpoint is read once, when the batch starts. A failed attempt's retry is a ``webhooks.deliver``
-    of its own, waiting in Redis like any retry, and Flower is told it is in RETRY. If the broker cannot
+    of its own, due after ``deliver``'s backoff, and Flower is told it is in RETRY. If the broker cannot
     take the retries and the deliveries handed on, the batch goes back on the queue whole: its delivered
     ones will arrive twice (receivers deduplicate on the event id), but none is lost.
     """
@@ -295,14 +261,15 @@ def deliver_many(
     for event_id, body in deliveries:
         if not keeps_sending(time.monotonic() - started, len(made), len(deliveries)):
             break
-        made.append(attempt(settings, endpoint, event_id, body, number))
+        one = attempt(settings, endpoint, event_id, body, number)
+        made.append(one.scheduled(retry_countdown(number)) if one.state is State.RETRYING else one)
     record(delivery_log(), made)
-    waiting = [one for one in made if one.countdown is not None]
+    waiting = [one for one in made if one.state is State.RETRYING]
     retries = [retry_call(one) for one in waiting]
     rest = deliveries[len(made) :]
     seconds_each = (time.monotonic() - started) / max(len(made), 1)
     try:
-        enqueue(app, retries + hand_on(endpoint_id, rest, seconds_each, self.request.retries))
+        queue_for(app).enqueue(retries + hand_on(endpoint_id, rest, seconds_each, self.request.retries))
     except OperationalError as exc:
         raise Reject(exc, requeue=True) from exc
     announce_retries(self, retries, waiting)
@@ -310,6 +277,16 @@ def deliver_many(
     if rest:
         counts["handed_on"] = len(rest)
     return dict(counts)
+
+
+def retry_countdown(number: int) -> int:
+    """Seconds before the attempt after attempt ``number``, as Celery's autoretry computes it for ``deliver``."""
+    return get_exponential_backoff_interval(
+        factor=int(max(1.0, deliver.retry_backoff)),
+        retries=number - 1,
+        maximum=deliver.retry_backoff_max,
+        full_jitter=deliver.retry_jitter,
+    )
 
 
 def keeps_sending(elapsed: float, made: int, total: int) -> bool:
@@ -341,15 +318,15 @@ def current_endpoint(endpoint_id: str) -> Endpoint | str:
 
 
 def retry_call(made: Made) -> TaskCall:
-    """The ``webhooks.deliver`` that makes the attempt after ``made``, waiting until it is due."""
-    assert made.countdown is not None
+    """The ``webhooks.deliver`` that makes the attempt after ``made``, due when ``made`` says."""
+    assert made.attempt.next_retry_at is not None
     call = delivery_call(made.endpoint_id, made.event_id, made.body, retries=made.attempt.number)
-    return replace(call, task_id=str(uuid4()), due=time.time() + made.countdown)
+    return replace(call, task_id=str(uuid4()), due=made.attempt.next_retry_at.timestamp())
 
 
 def announce_retries(task: Task[Any, Any], calls: Sequence[TaskCall], made: Sequence[Made]) -> None:
-    """Tell Flower of retries scheduled outside Celery's retry: each shows as a ``webhooks.deliver`` in RETRY,
-    with its reason and when it is due, as a delivery retried by ``self.retry`` does."""
+    """Tell Flower of the retries a batch scheduled: each shows as a ``webhooks.deliver`` in RETRY, with its
+    reason and when it is due, as a delivery retried by autoretry does."""
     if not calls or task.request.is_eager or not task.app.conf.worker_send_task_events:
         return
     with task.app.events.default_dispatcher(hostname=task.request.hostname) as dispatcher:

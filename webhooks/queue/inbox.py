@@ -1,39 +1,36 @@
 """Events published one at a time wait in a Redis list, the inbox, until one fan-out task takes them together.
 
 A Celery task costs a worker about as much CPU as the POST it makes, so an event published alone
-used to cost two tasks (its fan-out, its delivery) where the naive sender spends one. Here
+would cost two tasks (its fan-out, its delivery) where the naive sender spends one. Here
 ``publish_event()`` appends the event to the inbox (one RPUSH) and, when the inbox was empty, makes
 sure one ``webhooks.fanout_inbox`` task is scheduled, at the head of the queue. That task takes up to
-EVENTS_PER_FANOUT events and fans them out like a ``publish_events()`` batch (an endpoint's events
-travel in one ``deliver_many``), then hands on to the next such task if more events came meanwhile.
-An event published alone still costs two tasks; under load, a hundred cost a few.
+EVENTS_PER_FANOUT events and fans them out like a ``publish_events()`` batch, then hands on to the
+next such task if more events came meanwhile. Under load, a hundred events cost a few tasks.
 
 Nothing accepted is lost. One task at a time holds the inbox's lease (its task id, with an expiry);
 it reads events without removing them and removes them only after their deliveries are enqueued,
 and only while it still holds the lease; when it is done it hands the lease to a new task if events
 wait. A task lost with its worker lets the lease lapse after LEASE_SECONDS, and every worker's
-housekeeping (``ensure_fanout``, twice a second) then schedules a new one, which fans out the events
-the lost one had not removed: they may reach receivers twice (deduplicate on the event id), never
-not at all. The same housekeeping covers a publisher that died between its two round trips.
+housekeeping (``RedisQueue.housekeeping``, twice a second) then schedules a new one, which fans out
+the events the lost one had not removed: they may reach receivers twice (deduplicate on the event
+id), never not at all. The same housekeeping covers a publisher that died between its two round trips.
+A fan-out retried after a registry outage is due well within the lease (``pipeline/tasks.py``), so it
+finds its own lease and its own events.
+
+Only ``redis.py`` calls these functions: they take the broker's client and the queue's list.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 from uuid import uuid4
 
 import redis
-from celery import Celery
-from kombu.exceptions import OperationalError
-from redis.commands.core import AsyncScript, Script
 
-from webhooks.queue import TaskCall, broker_client, task_message
+from webhooks.queue.base import Claimed
 
 logger = logging.getLogger("webhooks.inbox")
 
@@ -43,15 +40,13 @@ KEY_INBOX = "webhooks:inbox"
 KEY_LEASE = "webhooks:inbox:lease"
 #: Seconds a fan-out task's lease lasts: past it, another task is scheduled for the same events.
 LEASE_SECONDS = 60
-#: The task that fans the inbox out.
-FANOUT_TASK = "webhooks.fanout_inbox"
 
 # The scripts that may schedule a fan-out task take KEYS inbox, lease, queue and ARGV[1..3] the task's id, its
 # message and the lease's seconds. A scheduled task goes to the head of the queue (its consumers pop from the
 # right).
 
 #: Schedules a fan-out when events wait and no task holds the lease (it lapsed with a lost task).
-_ENSURE = """
+ENSURE = """
 if redis.call('LLEN', KEYS[1]) > 0 and redis.call('SET', KEYS[2], ARGV[1], 'NX', 'EX', ARGV[3]) then
     redis.call('RPUSH', KEYS[3], ARGV[2])
     return 1
@@ -62,7 +57,7 @@ return 0
 #: ARGV[4]: the id of the task that is done, ARGV[5]: how many events it fanned out. Removes them if that
 #: task still holds the lease, then hands the lease to a new task if events wait, or frees it. Returns -1
 #: if the lease was lost (the events stay for its holder), else how many events wait.
-_DONE = """
+DONE = """
 if redis.call('GET', KEYS[2]) ~= ARGV[4] then
     return -1
 end
@@ -89,40 +84,21 @@ return redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[3]) - 1)
 """
 
 
-def publish(app: Celery, name: str, event_id: str, body: str) -> None:
-    """Append one event to the inbox and, if it was empty, make sure a fan-out task is scheduled.
-
-    Appending to a non-empty inbox is all it takes (one RPUSH): its events' fan-out is scheduled, or
-    under way and will hand on to a new task when it is done. Raises kombu's OperationalError if the
-    broker is unreachable.
-    """
-    with _reachable():
-        waiting = broker_client(str(app.conf.broker_url)).rpush(KEY_INBOX, json.dumps([name, event_id, body]))
-    if waiting == 1:
-        ensure_fanout(app)
+def append(client: redis.Redis, name: str, event_id: str, body: str) -> int:
+    """Append one event to the inbox; return how many wait now (1: the caller schedules a fan-out)."""
+    return int(client.rpush(KEY_INBOX, json.dumps([name, event_id, body])))
 
 
-def ensure_fanout(app: Celery) -> bool:
-    """Schedule a fan-out of the inbox if events wait and no task holds the lease; return whether one was."""
-    return bool(_scheduling(app, _ENSURE))
-
-
-@dataclass(frozen=True, slots=True)
-class Claimed:
-    """What a fan-out task took from the inbox: ``taken`` entries, the ``events`` among them as (name, id, body)."""
-
-    taken: int
-    events: list[tuple[str, str, str]]
-
-
-def claim(app: Celery, task_id: str, count: int) -> Claimed | None:
-    """Up to ``count`` of the oldest entries, left in the inbox until ``done``; None when another task holds
+def claim(client: redis.Redis, task_id: str, count: int) -> Claimed | None:
+    """Up to ``count`` of the oldest entries, left in the inbox until ``DONE``; None when another task holds
     the lease (this one has nothing to do).
 
     An entry that is not an event (written by something else, or by a version of this module that wrote
     another shape) is logged and taken with the others, so that it cannot stop the inbox.
     """
-    entries = _run(app, _CLAIM, [task_id, LEASE_SECONDS, count], keys=2)
+    entries: list[bytes] | None = _script(client, _CLAIM)(
+        keys=[KEY_INBOX, KEY_LEASE], args=[task_id, LEASE_SECONDS, count]
+    )
     if entries is None:
         return None
     events = []
@@ -147,34 +123,19 @@ def _event(entry: bytes) -> tuple[str, str, str] | None:
     return None
 
 
-def done(app: Celery, task_id: str, count: int) -> int:
-    """Remove the ``count`` events this task fanned out and hand the inbox on; return how many wait (-1 if this
-    task had lost the lease: its events stay for the task that holds it, and may be fanned out twice)."""
-    return _scheduling(app, _DONE, task_id, count)
+def new_task_id() -> str:
+    """The id of a fan-out task a script may schedule (and lease the inbox to)."""
+    return str(uuid4())
 
 
-def _scheduling(app: Celery, script: str, *args: str | int) -> int:
-    """Run a script that may schedule a new fan-out task."""
-    task_id = str(uuid4())
-    message = task_message(TaskCall(FANOUT_TASK, (), "()", task_id=task_id), app.conf.task_default_queue)
-    return int(_run(app, script, [task_id, message, LEASE_SECONDS, *args]))
-
-
-def _run(app: Celery, script: str, args: list[str | bytes | int], keys: int = 3) -> Any:
-    """Run one of the scripts above on the broker (EVALSHA, loading it the first time)."""
-    client = broker_client(str(app.conf.broker_url))
-    with _reachable():
-        return _script(client, script)(keys=[KEY_INBOX, KEY_LEASE, app.conf.task_default_queue][:keys], args=args)
-
-
-@contextmanager
-def _reachable() -> Iterator[None]:
-    try:
-        yield
-    except redis.RedisError as exc:
-        raise OperationalError(str(exc)) from exc
+def run_scheduling(client: redis.Redis, script: str, queue: str, task_id: str, message: bytes, *args: str | int) -> int:
+    """Run ENSURE or DONE: either may push ``message`` (task ``task_id``) to the head of ``queue``."""
+    keys = [KEY_INBOX, KEY_LEASE, queue]
+    waiting: int = _script(client, script)(keys=keys, args=[task_id, message, LEASE_SECONDS, *args])
+    return waiting
 
 
 @cache
-def _script(client: redis.Redis, script: str) -> AsyncScript | Script:
+def _script(client: redis.Redis, script: str) -> Any:
+    """The script registered on ``client`` (EVALSHA, loading it the first time)."""
     return client.register_script(script)

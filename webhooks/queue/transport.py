@@ -6,13 +6,21 @@ each: a tenth of a worker's CPU when events come one at a time (README: Performa
 holds no connection of its own, only the pool and its options, so one per channel serves every
 thread, as redis-py intends. ``celery_app`` names this transport for ``redis://`` and ``rediss://``
 broker URLs; everything else is kombu's.
+
+It also puts a message that carries an ETA (a retry Celery's autoretry sends with its countdown, or any
+``apply_async(countdown=...)``) in the waiting set of ``redis.py`` instead of on its list: Celery builds
+the message as always, and it waits in Redis, not in a worker's memory, until housekeeping moves it.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from kombu.transport import redis as kombu_redis
+from kombu.utils.json import dumps
+
+from webhooks.queue.redis import KEY_WAITING, waiting_member
 
 
 class Channel(kombu_redis.Channel):
@@ -28,6 +36,18 @@ class Channel(kombu_redis.Channel):
         if client is None or client.connection_pool is not pool:  # a channel may replace its pool
             client = self._cached_client = super()._create_client()  # type: ignore[misc]
         return client
+
+    def _put(self, queue: str, message: dict[str, Any], **kwargs: Any) -> None:
+        eta = (message.get("headers") or {}).get("eta")
+        if not eta:
+            super()._put(queue, message, **kwargs)
+            return
+        due = datetime.fromisoformat(eta).timestamp()
+        key = self._q_for_pri(  # type: ignore[attr-defined]  # not in kombu's stubs
+            queue, self._get_message_priority(message, reverse=False)
+        )
+        with self.conn_or_acquire() as client:
+            client.zadd(KEY_WAITING, {waiting_member(key, dumps(message)): due})
 
 
 class Transport(kombu_redis.Transport):

@@ -19,7 +19,7 @@ DATA = json.dumps(sample_event_kwargs("message_clicked"))
 
 def published(enqueued, result):
     assert result.exit_code == 0, result.output
-    ((name, event_id, body),) = [call.args for call in enqueued]
+    ((name, event_id, body),) = enqueued.events()
     assert result.stdout == f"{event_id}\n"
     return name, json.loads(body)
 
@@ -35,7 +35,7 @@ def test_publish_reads_data_from_a_file_or_stdin(enqueued, tmp_path):
     path = tmp_path / "event.json"
     path.write_text(DATA, encoding="utf-8")
     published(enqueued, invoke(SERVICES, "publish", "message_clicked", "--data", f"@{path}"))
-    enqueued.clear()
+    enqueued.client.flushall()
     published(enqueued, invoke(SERVICES, "publish", "message_clicked", "--data", "-", input=DATA))
 
 

@@ -9,7 +9,7 @@ from webhooks.pipeline import tasks
 
 def test_a_retry_shows_only_the_ids():
     request = Context(args=["crm", "evt_1", '{"id":"evt_1","user":{"email":"a@b.c"}}'], kwargs={}, delivery_info={})
-    for task in (tasks.deliver, tasks.fanout):
+    for task in (tasks.deliver, tasks.fanout_inbox):
         signature = task.signature_from_request(request, countdown=3)
         assert signature.options["argsrepr"] == "('crm', 'evt_1')"
         assert signature.args == tuple(request.args)  # the body itself still travels

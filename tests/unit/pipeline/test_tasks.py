@@ -16,7 +16,7 @@ from tests.cli import unreachable_redis
 from webhooks.errors import PermanentDeliveryError, RetryableDeliveryError
 from webhooks.log import Attempt, DeliveryLog, State
 from webhooks.pipeline import tasks
-from webhooks.pipeline.attempt import Made, retry_countdown
+from webhooks.pipeline.attempt import Made
 from webhooks.registry import Endpoint, MemoryRegistry
 from webhooks.signing import HEADER, verify
 
@@ -96,19 +96,17 @@ def test_an_unsafe_address_is_refused_once_and_not_retried(monkeypatch):
     assert result.result.attempt == 1
 
 
-def test_fanout_enqueues_one_delivery_per_subscribed_enabled_endpoint_in_one_push(registry, monkeypatch):
-    pushes = []
-    monkeypatch.setattr(tasks, "enqueue", lambda app, calls: pushes.append(calls))
-    assert tasks.fanout.apply(args=("user_created", "evt_1", BODY)).get() == 2
-    ((crm, everything),) = pushes
+def test_fanout_enqueues_one_delivery_per_subscribed_enabled_endpoint(registry, enqueued):
+    assert tasks.fanout_many.apply(args=([["user_created", "evt_1", BODY]],)).get() == 2
+    (crm, everything) = enqueued
     assert (crm.name, crm.args, crm.argsrepr) == ("webhooks.deliver", ("crm", "evt_1", BODY), "('crm', 'evt_1')")
     assert (everything.args, everything.argsrepr) == (("all", "evt_1", BODY), "('all', 'evt_1')")
-    assert tasks.fanout.apply(args=("company_created", "evt_2", BODY)).get() == 1
+    assert tasks.fanout_many.apply(args=([["company_created", "evt_2", BODY]],)).get() == 1
 
 
-def test_fanout_many_gives_each_endpoint_one_task_for_all_its_events_in_one_push(registry, monkeypatch):
+def test_fanout_many_gives_each_endpoint_one_task_for_all_its_events_in_one_push(registry, redis_queue, monkeypatch):
     pushes = []
-    monkeypatch.setattr(tasks, "enqueue", lambda app, calls: pushes.append(calls))
+    monkeypatch.setattr(redis_queue, "enqueue", pushes.append)
     events = [["user_created", "evt_1", BODY], ["company_created", "evt_2", BODY], ["user_created", "evt_3", "{}"]]
     assert tasks.fanout_many.apply(args=(events,)).get() == 5
     ((crm, everything),) = pushes
@@ -164,7 +162,7 @@ def test_a_dropped_delivery_is_logged_with_its_reason(registry, log):
 
 
 def test_fanout_lists_its_deliveries_as_pending_first(registry, log, enqueued):
-    tasks.fanout.apply(args=("user_created", "evt_1", BODY))
+    tasks.fanout_many.apply(args=([["user_created", "evt_1", BODY]],))
     assert {(d.id, d.state) for d in log.find()} == {("evt_1@crm", State.PENDING), ("evt_1@all", State.PENDING)}
 
 
@@ -178,10 +176,16 @@ def test_an_unreachable_delivery_log_never_causes_a_second_post(registry, monkey
     assert "The attempt above is missing from it." in caplog.text
 
 
-def test_retry_delays_grow_under_a_doubling_ceiling():
+def test_a_batch_retry_is_due_after_the_backoff_celery_computes_for_deliver():
+    assert (tasks.deliver.retry_backoff, tasks.deliver.retry_backoff_max, tasks.deliver.retry_jitter) == (
+        tasks.settings.retry_backoff,
+        tasks.settings.retry_backoff_max,
+        True,
+    )
+    assert tasks.deliver.max_retries == 10 and RetryableDeliveryError in tasks.deliver.autoretry_for
     for number in range(1, 11):
         ceiling = min(tasks.settings.retry_backoff * 2 ** (number - 1), tasks.settings.retry_backoff_max)
-        assert all(0 <= retry_countdown(tasks.settings, number) <= ceiling for _ in range(20))
+        assert all(0 <= tasks.retry_countdown(number) <= ceiling for _ in range(20))
 
 
 def test_a_retry_reason_reads_as_a_sentence_in_flower():
@@ -231,7 +235,7 @@ def test_a_failed_attempt_in_a_batch_waits_for_its_retry_as_a_delivery_of_its_ow
 def test_the_retry_of_a_batch_delivery_is_attempt_two_and_the_series_still_ends_at_eleven(registry, log, enqueued):
     responses.post(URL, status=500)
     deliver_many(2)
-    retry = enqueued[0]
+    retry = next(call for call in enqueued if call.args[1] == "evt_1")
     result = tasks.deliver.apply(args=retry.args, retries=retry.retries)
     assert str(result.result) == "HTTP 500 from endpoint 'crm' (attempt 11 of 11)"
     assert len(responses.calls) == 2 + 10
@@ -259,11 +263,11 @@ def test_a_batch_to_a_disabled_endpoint_drops_every_delivery_without_a_request(r
 
 
 @responses.activate
-def test_a_batch_whose_retries_cannot_be_enqueued_goes_back_on_the_queue_whole(registry, log, monkeypatch):
-    def broker_down(app, calls):
+def test_a_batch_whose_retries_cannot_be_enqueued_goes_back_on_the_queue_whole(registry, log, redis_queue, monkeypatch):
+    def broker_down(calls):
         raise OperationalError("Connection refused.")
 
-    monkeypatch.setattr(tasks, "enqueue", broker_down)
+    monkeypatch.setattr(redis_queue, "enqueue", broker_down)
     responses.post(URL, status=503)
     result = deliver_many(2)
     assert result.state == "REJECTED"
@@ -281,7 +285,7 @@ def test_flower_is_told_a_batch_delivery_waits_for_its_retry():
         ),
     )
     attempt = Attempt(number=1, at=datetime.now(UTC), outcome="retry", latency_ms=3.0, status_code=503)
-    made = Made("crm", "evt_1", BODY, attempt, countdown=30)
+    made = Made("crm", "evt_1", BODY, attempt).scheduled(30)
     call = tasks.retry_call(made)
     tasks.announce_retries(task, [call], [made])
     ((kind, fields),) = sent

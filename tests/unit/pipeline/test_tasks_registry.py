@@ -45,6 +45,6 @@ def test_deliver_retries_when_the_registry_is_unreachable(monkeypatch):
 def test_fanout_retries_when_the_registry_is_unreachable(monkeypatch, enqueued):
     registry = FlakyRegistry(failures=1)
     monkeypatch.setattr(tasks, "registry", lambda: registry)
-    result = tasks.fanout.apply(args=("user_created", "evt_1", BODY))
+    result = tasks.fanout_many.apply(args=([["user_created", "evt_1", BODY]],))
     assert result.successful() and result.result == 1
     assert [call.args for call in enqueued] == [("crm", "evt_1", BODY)]

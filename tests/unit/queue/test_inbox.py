@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import fakeredis
 import pytest
 
 from tests.cli import unreachable_redis
@@ -12,19 +11,15 @@ from webhooks import PublishError, publish_event
 from webhooks.celery_app import app
 from webhooks.errors import RegistryUnavailableError
 from webhooks.pipeline import tasks
-from webhooks.publish import EVENTS_PER_FANOUT
-from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE, LEASE_SECONDS, claim, done, ensure_fanout
+from webhooks.queue import EVENTS_PER_FANOUT, RedisQueue
+from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE, LEASE_SECONDS
 from webhooks.registry import Endpoint, MemoryRegistry
 from webhooks.samples import sample_event_kwargs
 
 
 @pytest.fixture
-def broker(monkeypatch):
-    client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
-    monkeypatch.setattr(app.conf, "broker_url", "redis://127.0.0.1:1/0")
-    monkeypatch.setattr("webhooks.queue.broker_client", lambda url: client)
-    monkeypatch.setattr("webhooks.queue.inbox.broker_client", lambda url: client)
-    return client
+def broker(redis_queue):
+    return redis_queue.client
 
 
 @pytest.fixture
@@ -93,32 +88,32 @@ def test_a_fanout_task_without_the_lease_leaves_the_events_to_the_task_that_hold
     assert broker.llen(KEY_INBOX) == 2 and lease(broker) == holder
 
 
-def test_a_fanout_task_that_lost_its_lease_meanwhile_removes_nothing(broker):
+def test_a_fanout_task_that_lost_its_lease_meanwhile_removes_nothing(broker, redis_queue):
     publish(2)
     holder = lease(broker)
-    assert len(claim(app, holder, EVENTS_PER_FANOUT).events) == 2
+    assert len(redis_queue.claim(holder, EVENTS_PER_FANOUT).events) == 2
     broker.set(KEY_LEASE, "the-task-that-holds-it-now")
-    assert done(app, holder, 2) == -1
+    assert redis_queue.done(holder, 2) == -1
     assert broker.llen(KEY_INBOX) == 2  # fanned out again by the holder (twice, never not at all)
 
 
-def test_a_lease_that_lapsed_with_a_lost_task_gets_exactly_one_new_fanout_task(broker):
+def test_a_lease_that_lapsed_with_a_lost_task_gets_exactly_one_new_fanout_task(broker, redis_queue):
     publish(1)
     broker.delete(KEY_LEASE, "celery")  # the task was lost with its worker and its lease expired
-    assert ensure_fanout(app) is True
-    assert ensure_fanout(app) is False
+    redis_queue.housekeeping(now=0.0)
+    redis_queue.housekeeping(now=0.0)
     (task,) = queued(broker)
     assert (task["task"], task["id"]) == ("webhooks.fanout_inbox", lease(broker))
 
 
-def test_an_empty_inbox_needs_no_fanout_task(broker):
-    assert ensure_fanout(app) is False
+def test_an_empty_inbox_needs_no_fanout_task(broker, redis_queue):
+    redis_queue.housekeeping(now=0.0)
     assert broker.llen("celery") == 0 and not broker.exists(KEY_LEASE)
 
 
 def test_an_unreachable_broker_raises_publish_error_and_the_event_is_not_published(monkeypatch):
     monkeypatch.setattr(app.conf, "broker_url", "redis://127.0.0.1:1/0")
-    monkeypatch.setattr("webhooks.queue.inbox.broker_client", lambda url: unreachable_redis())
+    monkeypatch.setattr("webhooks.publish.queue_for", lambda app: RedisQueue(app, unreachable_redis()))
     with pytest.raises(PublishError, match=r"^Event evt_\w+ was not published: the broker at redis://127.0.0.1:1/0"):
         publish(1)
 

@@ -1,0 +1,51 @@
+"""Nothing accepted is lost when the broker fails mid-step: a retry Redis refuses still reaches its receiver."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.integration.conftest import publish, service_env, write_registry
+from tests.receiver import Behaviour
+from tests.waiting import wait_until
+from webhooks.samples import sample_event_kwargs
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_retry_redis_refuses_to_schedule_is_requeued_and_delivered_once_redis_recovers(
+    redis_server, receiver, tmp_path, start_worker
+):
+    broker = redis_server.client()
+
+    def refuse_writes_then_fail(count: int) -> tuple[int, dict[str, str]]:
+        if count == 0:  # the first attempt: from now on Redis refuses every write, the retry's included
+            broker.config_set("min-replicas-to-write", 1)
+            return 503, {}
+        return 200, {}
+
+    behaviour: Behaviour = refuse_writes_then_fail
+    receiver.behaviours["/outage"] = behaviour
+    registry = write_registry(
+        tmp_path / "endpoints.yaml",
+        [{"id": "outage", "url": receiver.url("/outage"), "secret": "whsec_outage", "events": ["user_created"]}],
+    )
+    # A short visibility timeout (above the test's 17 s task time limit) so the requeued delivery returns soon.
+    env = service_env(redis_server, registry, visibility_timeout="20")
+    first = start_worker(env, name="first")
+    try:
+        (event_id,) = publish(env, [("user_created", sample_event_kwargs("user_created"))])
+        wait_until(lambda: "goes back on the queue" in first.output(), timeout=60, what="the refused retry")
+    finally:
+        broker.config_set("min-replicas-to-write", 0)
+    # Requeueing is a write too: kombu cannot, Celery calls that unrecoverable and the worker exits. The message
+    # stays unacknowledged in Redis, and the worker a supervisor starts again (or any other) gets it back.
+    second = start_worker(env, name="second")
+    wait_until(lambda: len(receiver.requests("/outage")) >= 2, timeout=90, what="the delivery after recovery")
+    assert [json.loads(request.body)["id"] for request in receiver.requests("/outage")][:2] == [event_id, event_id]
+    wait_until(
+        lambda: f"event={event_id} attempt=1 status=200" in second.output(),  # the requeued original, run again
+        timeout=30,
+        what="the delivered attempt logged",
+    )

@@ -1,0 +1,52 @@
+"""Fan-out: the deliveries of a batch of events, listed as pending in the delivery log, as task calls.
+
+Subscribers are read as ids only (one SMEMBERS per event name); each delivery reads its endpoint at
+send time. The deliveries to one endpoint travel in one task (``deliver_many``) when there are several.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from webhooks.errors import DeliveryLogError
+from webhooks.log import DeliveryLog, FannedOut
+from webhooks.logformat import log_fields
+from webhooks.queue import TaskCall
+from webhooks.queue.base import deliveries_call, events_repr
+from webhooks.registry import Registry
+
+__all__ = ["fan_out"]
+
+logger = logging.getLogger("webhooks.delivery")
+
+
+def fan_out(registry: Registry, log: DeliveryLog, events: Sequence[tuple[str, str, str]]) -> list[TaskCall]:
+    """The delivery tasks of ``events`` ``(name, id, body)``, each listed as pending first.
+
+    A fan-out run twice (a worker lost before its ack) enqueues its deliveries twice; receivers
+    deduplicate on the event id (spec), and the log keeps one record per delivery.
+    """
+    subscribers: dict[str, list[str]] = {}
+    batch: list[FannedOut] = []
+    for name, event_id, body in events:
+        if name not in subscribers:
+            subscribers[name] = registry.subscribers(name)
+        batch.append(FannedOut(event_id, name, body, subscribers[name]))
+    try:  # pending first: an attempt's record must never be overwritten by its own pending one
+        log.enqueued(batch)
+    except DeliveryLogError as exc:
+        logger.warning("%s These deliveries are sent but not listed as pending: %s.", exc, events_repr(events))
+    by_endpoint: dict[str, list[list[str]]] = {}
+    for event in batch:
+        for endpoint_id in event.endpoint_ids:
+            by_endpoint.setdefault(endpoint_id, []).append([event.event_id, event.body])
+        log_fields(
+            logger,
+            logging.INFO,
+            "fanout",
+            event=event.event_id,
+            name=event.event_name,
+            endpoints=len(event.endpoint_ids),
+        )
+    return [deliveries_call(endpoint_id, deliveries) for endpoint_id, deliveries in by_endpoint.items()]

@@ -1,0 +1,93 @@
+"""Celery's protocol-2 task message as kombu's Redis transport stores it, built by hand for speed.
+
+``app.amqp.as_task_v2`` plus kombu's producer and channel cost ten times as much per message, and a
+fan-out to 1,000 endpoints builds 1,000. A unit test (``tests/unit/queue/test_messages.py``) holds
+these documents equal to the ones Celery and kombu build for every task kind, retries included, so a
+Celery upgrade that changes the protocol fails there first.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from functools import cache, lru_cache
+from json.encoder import encode_basestring_ascii as _json_string  # json.dumps of a str, 6x faster
+from typing import Any
+from uuid import uuid4
+
+from celery.utils.nodenames import anon_nodename
+
+from webhooks.queue.base import TaskCall
+
+__all__ = ["task_message"]
+
+#: Celery's protocol-2 task message as kombu's Redis transport stores it, JSON text with the fields a call
+#: fills in named (each a JSON value already, but ``body``, base64 text, and ``retries``, a number).
+_MESSAGE = (
+    '{"body": "%(body)s", "content-encoding": "utf-8", "content-type": "application/json", "headers": '
+    '{"lang": "py", "task": %(name)s, "id": %(id)s, "shadow": null, "eta": null, "expires": null, "group": null, '
+    '"group_index": null, "retries": %(retries)d, "timelimit": [null, null], "root_id": %(id)s, "parent_id": null, '
+    '"argsrepr": %(argsrepr)s, "kwargsrepr": "{}", "origin": %(origin)s, "ignore_result": true, '
+    '"replaced_task_nesting": 0, "stamped_headers": null, "stamps": {}}, '
+    '"properties": {"correlation_id": %(id)s, "reply_to": "", "delivery_mode": 2, '
+    '"delivery_info": {"exchange": "", "routing_key": %(queue)s}, "priority": 0, "body_encoding": "base64", '
+    '"delivery_tag": %(tag)s}}'
+)
+#: The message body's third part: no callbacks, errbacks, chain or chord.
+_EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
+
+
+def task_message(call: TaskCall, queue: str) -> bytes:
+    """The JSON document kombu's Redis transport would push for ``call``: Celery's message protocol 2.
+
+    From a template rather than a dict: half the time. The worker applies the task's own time limits.
+    ``delivery_tag`` is new for every message, as kombu's
+    is: kombu keys unacknowledged messages by it, so a retry that reused its original's tag could be lost
+    with it.
+    """
+    task_id = _json_string(call.task_id or str(uuid4()))
+    fields = {
+        "body": _encoded_body(call.args),
+        "name": _json_string(call.name),
+        "id": task_id,
+        "retries": call.retries,
+        "argsrepr": _json_string(call.argsrepr),
+        "origin": _origin(),
+        "queue": _json_string(queue),
+        "tag": _json_string(str(uuid4())),
+    }
+    return (_MESSAGE % fields).encode()
+
+
+def _encoded_body(args: tuple[Any, ...]) -> str:
+    """The base64 text of Celery's message body ``[args, {}, embed]``.
+
+    A fan-out's messages differ in their first argument only (the endpoint id) and carry the same event
+    body after it, so the JSON and base64 of everything after the first argument are computed once per
+    event (``_encoded_rest``). The first argument's part is padded with JSON white space to a whole
+    number of base64's 3-byte groups, so the two encodings joined are the encoding of the whole: a
+    fan-out to 1,000 endpoints builds its messages in a third of the time.
+    """
+    if not args:
+        return base64.b64encode(json.dumps([[], {}, _EMBED]).encode()).decode("ascii")
+    head = "[[" + json.dumps(args[0])  # json.dumps writes ASCII: as many bytes as characters
+    head += " " * (-len(head) % 3)
+    rest = args[1:]
+    try:
+        encoded_rest = _encoded_rest(rest)
+    except TypeError:  # a list among them (a batch's deliveries): not hashable, so not cached
+        encoded_rest = _encoded_rest.__wrapped__(rest)
+    return base64.b64encode(head.encode()).decode("ascii") + encoded_rest
+
+
+@lru_cache(maxsize=16)
+def _encoded_rest(rest: tuple[Any, ...]) -> str:
+    """The base64 text of the body after its first argument."""
+    after_first = ", " + json.dumps(list(rest))[1:] if rest else "]"
+    return base64.b64encode(f"{after_first}, {{}}, {json.dumps(_EMBED)}]".encode()).decode("ascii")
+
+
+@cache
+def _origin() -> str:
+    """This process's node name as a JSON string: the ``origin`` Celery's messages carry."""
+    return _json_string(anon_nodename())
