@@ -85,9 +85,10 @@ class RedisQueue(Queue):
             return
         now: dict[str, list[bytes]] = {}
         later: dict[bytes, float] = {}
+        reply_to = self.app.thread_oid
         for call in calls:
             queue = self._list_for(call.name)
-            message = task_message(call, queue)
+            message = task_message(call, queue, reply_to)
             if call.due is None:
                 now.setdefault(queue, []).append(message)
             else:
@@ -132,10 +133,9 @@ class RedisQueue(Queue):
         """Run an inbox script that may put a new ``webhooks.fanout_inbox`` at the head of its list."""
         queue = self._list_for(FANOUT_INBOX_TASK)
         call = TaskCall(FANOUT_INBOX_TASK, (), "()", task_id=inbox.new_task_id())
+        message = task_message(call, queue, self.app.thread_oid)
         with _reachable():
-            return inbox.run_scheduling(
-                self.client, script, queue, call.task_id or "", task_message(call, queue), *args
-            )
+            return inbox.run_scheduling(self.client, script, queue, call.task_id or "", message, *args)
 
     def _list_for(self, task_name: str) -> str:
         return _queue_name(self.app, task_name)

@@ -28,7 +28,7 @@ CALL = TaskCall("webhooks.deliver", ("crm", "evt_1", '{"id":"evt_1"}'), "('crm',
     ids=["deliver", "deliver_retry", "deliver_many", "deliver_many_retry", "fanout_many", "no_arguments", "escaped"],
 )
 def test_the_message_matches_celerys_own_protocol_2_message(call):
-    document = json.loads(task_message(call, "celery"))
+    document = json.loads(task_message(call, "celery", "reply"))
     task_id = document["headers"]["id"]
     celerys = app.amqp.as_task_v2(
         task_id, call.name, call.args, {}, argsrepr=call.argsrepr, ignore_result=True, retries=call.retries
@@ -45,7 +45,9 @@ def test_the_message_matches_celerys_own_protocol_2_message(call):
 def test_every_message_has_a_delivery_tag_of_its_own_retries_included():
     # kombu keys unacknowledged messages by their tag: a retry sharing its original's tag could be lost with it.
     retry = TaskCall(CALL.name, CALL.args, CALL.argsrepr, task_id="task-1", retries=1)
-    tags = {json.loads(task_message(call, "celery"))["properties"]["delivery_tag"] for call in [CALL, retry, retry]}
+    tags = {
+        json.loads(task_message(call, "celery", "reply"))["properties"]["delivery_tag"] for call in [CALL, retry, retry]
+    }
     assert len(tags) == 3 and "task-1" not in tags
 
 
@@ -53,5 +55,7 @@ def test_one_events_messages_to_endpoints_of_every_id_length_each_carry_their_ow
     # The event's part of the body is encoded once and joined to each endpoint's part (padded to 3 bytes).
     body = '{"id":"evt_1","name":"user_created"}'
     ids = [f"ep_{'x' * n}" for n in range(4)]
-    documents = [json.loads(task_message(TaskCall("webhooks.deliver", (i, "evt_1", body), i), "celery")) for i in ids]
+    documents = [
+        json.loads(task_message(TaskCall("webhooks.deliver", (i, "evt_1", body), i), "celery", "reply")) for i in ids
+    ]
     assert [json.loads(base64.b64decode(d["body"]))[0] for d in documents] == [[i, "evt_1", body] for i in ids]
