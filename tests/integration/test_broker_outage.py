@@ -26,10 +26,10 @@ def test_a_retry_redis_refuses_to_schedule_is_requeued_and_delivered_once_redis_
         return 200, {}
 
     behaviour: Behaviour = refuse_writes_then_fail
-    receiver.behaviours["/outage"] = behaviour
+    receiver.behaviours["/refused"] = behaviour
     registry = write_registry(
         tmp_path / "endpoints.yaml",
-        [{"id": "outage", "url": receiver.url("/outage"), "secret": "whsec_outage", "events": ["user_created"]}],
+        [{"id": "refused", "url": receiver.url("/refused"), "secret": "whsec_refused", "events": ["user_created"]}],
     )
     # A short visibility timeout (above the test's 17 s task time limit) so the requeued delivery returns soon.
     env = service_env(redis_server, registry, visibility_timeout="20")
@@ -42,8 +42,8 @@ def test_a_retry_redis_refuses_to_schedule_is_requeued_and_delivered_once_redis_
     # Requeueing is a write too: kombu cannot, Celery calls that unrecoverable and the worker exits. The message
     # stays unacknowledged in Redis, and the worker a supervisor starts again (or any other) gets it back.
     second = start_worker(env, name="second")
-    wait_until(lambda: len(receiver.requests("/outage")) >= 2, timeout=90, what="the delivery after recovery")
-    assert [json.loads(request.body)["id"] for request in receiver.requests("/outage")][:2] == [event_id, event_id]
+    wait_until(lambda: len(receiver.requests("/refused")) >= 2, timeout=90, what="the delivery after recovery")
+    assert [json.loads(request.body)["id"] for request in receiver.requests("/refused")][:2] == [event_id, event_id]
     wait_until(
         lambda: f"event={event_id} attempt=1 status=200" in second.output(),  # the requeued original, run again
         timeout=30,
