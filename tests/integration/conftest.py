@@ -1,29 +1,34 @@
 """Real things on loopback: our own redis-server, Celery worker subprocesses, an HTTP receiver.
 
-Under CI=true a missing redis-server fails the run instead of skipping (dramatiq's check_redis).
+The redis-server and rabbitmq-server come from ``tests.servers``. Under CI=true a missing one fails the run
+instead of skipping (dramatiq's check_redis).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import redis
 import yaml
 
 from tests.receiver import Receiver
+from tests.servers import (
+    RabbitMQServer,
+    RedisServer,
+    ServerUnavailableError,
+    running_rabbitmq_server,
+    running_redis_server,
+)
 from tests.waiting import wait_until
 from webhooks.queue.inbox import KEY_INBOX
 from webhooks.queue.redis import KEY_WAITING
@@ -32,74 +37,39 @@ pytestmark = pytest.mark.integration
 
 BIN = Path(sys.executable).parent
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+S = TypeVar("S")
 
 
 def missing(what: str) -> None:
-    message = f"{what} is not available on this machine."
+    unavailable(f"{what} is not available on this machine.")
+
+
+def unavailable(message: str) -> None:
+    """Something the tests need cannot be had: fail under CI (it must have everything), skip elsewhere."""
     if os.environ.get("CI") == "true":
         pytest.fail(message + " CI must have it: .ci/run installs it.")
     pytest.skip(message)
 
 
-@dataclass
-class RedisServer:
-    port: int
-    process: subprocess.Popen[bytes]
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def client(self) -> redis.Redis:
-        return redis.Redis.from_url(self.url)
-
-
 @contextmanager
-def running_redis_server(workdir: Path) -> Iterator[RedisServer]:
-    """A redis-server of our own on a free loopback port, with persistence off, stopped on exit."""
-    executable = shutil.which("redis-server")
-    if executable is None:
-        missing("redis-server")
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            executable,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(workdir),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    server = RedisServer(port, process)
-
-    def answers() -> bool:
-        try:
-            return bool(server.client().ping())
-        except redis.ConnectionError:
-            return False
-
-    wait_until(answers, timeout=15, what="redis-server to answer PING")
-    yield server
-    process.terminate()
-    process.wait(timeout=10)
+def available(server: AbstractContextManager[S]) -> Iterator[S]:
+    """Run inside a server's context (``tests.servers``); one that cannot be had fails under CI, skips elsewhere."""
+    try:
+        with server as started:
+            yield started
+    except ServerUnavailableError as error:
+        unavailable(str(error))
 
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    with running_redis_server(tmp_path_factory.mktemp("redis")) as server:
+    with available(running_redis_server(tmp_path_factory.mktemp("redis"))) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RabbitMQServer]:
+    with available(running_rabbitmq_server(tmp_path_factory.mktemp("rabbitmq"))) as server:
         yield server
 
 

@@ -10,8 +10,9 @@ from collections import Counter
 import pytest
 import redis
 
-from tests.integration.conftest import BIN, RedisServer, publish, service_env, write_registry
+from tests.integration.conftest import BIN, publish, service_env, write_registry
 from tests.receiver import Behaviour, Receiver
+from tests.servers import RedisServer
 from tests.waiting import wait_until
 from webhooks.log import DeliveryLog, FannedOut, State
 from webhooks.samples import sample_event_kwargs

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.integration.conftest import free_port
+from tests.servers import free_port
 from tests.waiting import wait_until
 from webhooks.events import EVENT_NAMES
 

@@ -10,8 +10,9 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from tests.integration.conftest import BIN, RedisServer, free_port, publish, service_env, write_registry
+from tests.integration.conftest import BIN, publish, service_env, write_registry
 from tests.receiver import Receiver, always, fail_first
+from tests.servers import RedisServer, free_port
 from tests.waiting import wait_until
 from webhooks.queue.redis import KEY_WAITING
 from webhooks.samples import sample_event_kwargs

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.integration.conftest import BIN, free_port, publish, service_env, write_registry
+from tests.integration.conftest import BIN, publish, service_env, write_registry
 from tests.receiver import fail_first
+from tests.servers import free_port
 from tests.waiting import wait_until
 from webhooks.samples import sample_event_kwargs
 

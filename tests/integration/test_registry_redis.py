@@ -13,8 +13,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.integration.conftest import BIN, RedisServer, publish, running_redis_server, service_env, write_registry
+from tests.integration.conftest import BIN, available, publish, service_env, write_registry
 from tests.receiver import always
+from tests.servers import RedisServer, running_redis_server
 from tests.waiting import wait_until
 from webhooks.queue.redis import KEY_WAITING
 from webhooks.samples import sample_event_kwargs
@@ -30,7 +31,7 @@ CONNECTION_SETUP = ("hello", "client|setinfo")
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    with running_redis_server(tmp_path_factory.mktemp("store")) as server:
+    with available(running_redis_server(tmp_path_factory.mktemp("store"))) as server:
         yield server
 
 

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from tests.integration.conftest import free_port, nothing_waits, publish, service_env, write_registry
+from tests.integration.conftest import nothing_waits, publish, service_env, write_registry
+from tests.servers import free_port
 from tests.waiting import wait_until
 from webhooks.samples import sample_event_kwargs
 

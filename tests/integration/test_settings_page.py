@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import BIN, free_port, missing, publish, service_env
+from tests.integration.conftest import BIN, missing, publish, service_env
+from tests.servers import free_port
 from tests.waiting import wait_until
 from webhooks.samples import sample_event_kwargs
 from webhooks.signing import HEADER, verify

@@ -1,0 +1,249 @@
+"""Private servers for the tests and the benchmark: a redis-server and a rabbitmq-server of our own.
+
+Each listens on free loopback ports, keeps its data in a directory it is given and is stopped by the id of
+the process it started, so the machine's own Redis (6379) and RabbitMQ (5672) are never used or disturbed.
+No pytest here (the benchmark imports it too): a server that cannot be had raises ServerUnavailableError,
+which the integration conftest turns into a skip, or a failure under CI.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import amqp
+import redis
+
+from tests.waiting import wait_until
+
+__all__ = [
+    "RabbitMQServer",
+    "RedisServer",
+    "ServerUnavailableError",
+    "free_port",
+    "running_rabbitmq_server",
+    "running_redis_server",
+]
+
+#: Where Debian keeps RabbitMQ's own scripts; /usr/sbin's wrappers refuse anyone but root and rabbitmq, and
+#: as root they switch to the rabbitmq user, who may not write our directory, and lose the process id.
+RABBITMQ_SCRIPTS = Path("/usr/lib/rabbitmq/bin")
+#: Seconds a rabbitmq-server gets to accept AMQP connections (it boots in about five on two cores).
+RABBITMQ_START_SECONDS = 90
+#: The user a fresh node creates; it may log in from loopback only, which is where we are.
+RABBITMQ_USER = "guest"
+
+
+class ServerUnavailableError(RuntimeError):
+    """The server's program is not installed, or it did not start; the message says which."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class RedisServer:
+    port: int
+    process: subprocess.Popen[bytes]
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def client(self) -> redis.Redis:
+        return redis.Redis.from_url(self.url)
+
+
+@contextmanager
+def running_redis_server(workdir: Path) -> Iterator[RedisServer]:
+    """A redis-server of our own on a free loopback port, with persistence off, stopped on exit."""
+    executable = shutil.which("redis-server")
+    if executable is None:
+        raise ServerUnavailableError("redis-server is not available on this machine.")
+    port = free_port()
+    process = subprocess.Popen(
+        [executable, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        + ["--dir", str(workdir)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    server = RedisServer(port, process)
+
+    def answers() -> bool:
+        try:
+            return bool(server.client().ping())
+        except redis.ConnectionError:
+            return False
+
+    try:
+        wait_until(answers, timeout=15, what="redis-server to answer PING")
+        yield server
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@dataclass
+class RabbitMQServer:
+    """A running rabbitmq-server node: its AMQP port, node name and the environment its CLI tools need."""
+
+    port: int
+    node: str
+    env: dict[str, str]
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def url(self, vhost: str = "/") -> str:
+        return f"amqp://{RABBITMQ_USER}:{RABBITMQ_USER}@127.0.0.1:{self.port}/{quote(vhost, safe='')}"
+
+    def ctl(self, *args: str, timeout: float = 60) -> str:
+        """Run ``rabbitmqctl -n NODE ARGS`` against this node only; return its output, raise if it fails."""
+        completed = subprocess.run(
+            [_rabbitmq_tool("rabbitmqctl"), "-q", "-n", self.node, *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if completed.returncode != 0:
+            raise ServerUnavailableError(f"rabbitmqctl {' '.join(args)} failed: {completed.stderr.strip()}")
+        return completed.stdout
+
+    def add_vhost(self, vhost: str) -> str:
+        """A new, empty virtual host the guest user may use fully; return its AMQP URL."""
+        self.ctl("add_vhost", vhost)
+        self.ctl("set_permissions", "-p", vhost, RABBITMQ_USER, ".*", ".*", ".*")
+        return self.url(vhost)
+
+    def delete_vhost(self, vhost: str) -> None:
+        self.ctl("delete_vhost", vhost)
+
+    def answers(self) -> bool:
+        """Whether the node accepts an AMQP connection (it listens only once it has booted)."""
+        try:
+            connection = amqp.Connection(
+                f"127.0.0.1:{self.port}", userid=RABBITMQ_USER, password=RABBITMQ_USER, connect_timeout=2
+            )
+            connection.connect()
+        except (OSError, amqp.exceptions.AMQPError):
+            return False
+        connection.close()
+        return True
+
+
+@contextmanager
+def running_rabbitmq_server(workdir: Path) -> Iterator[RabbitMQServer]:
+    """A rabbitmq-server node of our own, every port free and on loopback, its state in ``workdir``.
+
+    Isolated from the machine's RabbitMQ in every part it could share:
+    - its own node name (``test<port>@localhost``) and AMQP port (``RABBITMQ_NODE_PORT``), distribution
+      port (``RABBITMQ_DIST_PORT``), mnesia and log directories, and an empty enabled-plugins file;
+    - its own configuration files: Debian's /etc/rabbitmq names the system node and its 5672 listener,
+      which a second node reading them would also try to bind;
+    - its own epmd. Every Erlang node registers its name with the port mapper on 4369, shared by all
+      nodes of a machine: there the system's epmd runs as the rabbitmq user, and where none runs the
+      first node starts one that outlives it. ``ERL_EPMD_PORT`` gives ours a private epmd on a free
+      port, which we stop with the node;
+    - its own Erlang cookie: ``HOME`` is ``workdir``, so the cookie the node creates there is the one our
+      ``rabbitmqctl`` presents, and the user's ~/.erlang.cookie is neither read nor written.
+    Stopped with ``rabbitmqctl -n NODE stop``, then by its process id if that did not end it.
+    """
+    executable = _rabbitmq_tool("rabbitmq-server")
+    port, dist_port, epmd_port = _distinct_free_ports(3)
+    node = f"test{port}@localhost"
+    (workdir / "enabled_plugins").write_text("", encoding="utf-8")
+    (workdir / "rabbitmq-env.conf").write_text("", encoding="utf-8")
+    (workdir / "rabbitmq.conf").write_text(f"listeners.tcp.local = 127.0.0.1:{port}\n", encoding="utf-8")
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": "C.UTF-8",
+        "HOME": str(workdir),
+        "RABBITMQ_NODENAME": node,
+        "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+        "RABBITMQ_NODE_PORT": str(port),
+        "RABBITMQ_DIST_PORT": str(dist_port),
+        "RABBITMQ_MNESIA_BASE": str(workdir / "mnesia"),
+        "RABBITMQ_LOG_BASE": str(workdir / "log"),
+        "RABBITMQ_ENABLED_PLUGINS_FILE": str(workdir / "enabled_plugins"),
+        "RABBITMQ_CONF_ENV_FILE": str(workdir / "rabbitmq-env.conf"),
+        "RABBITMQ_CONFIG_FILE": str(workdir / "rabbitmq.conf"),
+        "RABBITMQ_ADVANCED_CONFIG_FILE": str(workdir / "advanced.config"),
+        "ERL_EPMD_PORT": str(epmd_port),
+        "ERL_EPMD_ADDRESS": "127.0.0.1",
+        "ERL_FLAGS": "-kernel inet_dist_use_interface {127,0,0,1}",
+    }
+    log_path = workdir / "server.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [executable], env=env, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    server = RabbitMQServer(port, node, env, process, log_path)
+    try:
+        try:
+            wait_until(
+                lambda: process.poll() is not None or server.answers(),
+                timeout=RABBITMQ_START_SECONDS,
+                interval=0.2,
+                what=f"rabbitmq-server {node} to accept AMQP connections",
+            )
+        except AssertionError as exc:
+            raise ServerUnavailableError(f"{exc} Its output:\n{_tail(log_path)}") from None
+        if process.poll() is not None:
+            raise ServerUnavailableError(f"rabbitmq-server {node} exited at start. Its output:\n{_tail(log_path)}")
+        yield server
+    finally:
+        _stop_rabbitmq(server, epmd_port)
+
+
+def _stop_rabbitmq(server: RabbitMQServer, epmd_port: int) -> None:
+    """Stop the node politely, then its process group by id (the script and the Erlang VM), then its epmd."""
+    if server.process.poll() is None:
+        try:
+            server.ctl("stop", timeout=30)
+            server.process.wait(timeout=30)
+        except (ServerUnavailableError, subprocess.TimeoutExpired):
+            if server.process.poll() is None:
+                os.killpg(server.process.pid, signal.SIGKILL)  # its own session: ours alone
+                server.process.wait(timeout=10)
+    epmd = shutil.which("epmd") or _erlang_epmd()
+    if epmd is not None:
+        subprocess.run([epmd, "-port", str(epmd_port), "-kill"], capture_output=True, timeout=10, check=False)
+
+
+def _rabbitmq_tool(name: str) -> str:
+    """The path of a RabbitMQ script that runs as the calling user."""
+    own = RABBITMQ_SCRIPTS / name
+    if own.is_file():
+        return str(own)
+    found = shutil.which(name)
+    if found is None:
+        raise ServerUnavailableError("rabbitmq-server is not available on this machine.")
+    return found
+
+
+def _erlang_epmd() -> str | None:
+    """epmd where Debian's Erlang keeps it when it is not on the PATH."""
+    found = sorted(Path("/usr/lib/erlang").glob("erts-*/bin/epmd"))
+    return str(found[-1]) if found else None
+
+
+def _distinct_free_ports(count: int) -> list[int]:
+    ports: set[int] = set()
+    while len(ports) < count:
+        ports.add(free_port())
+    return sorted(ports)
+
+
+def _tail(path: Path, characters: int = 3000) -> str:
+    return path.read_text(encoding="utf-8", errors="replace")[-characters:]
