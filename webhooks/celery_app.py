@@ -29,6 +29,7 @@ from kombu.exceptions import OperationalError
 
 from webhooks.logformat import use_json_lines
 from webhooks.queue import broker_transport, queue_for
+from webhooks.queue.rabbitmq import celery_options
 from webhooks.settings import Settings, get_settings
 
 logger = logging.getLogger("webhooks.worker")
@@ -80,6 +81,7 @@ def create_celery_app(settings: Settings) -> Celery:
         task_send_sent_event=False,
         worker_hijack_root_logger=False,
     )
+    app.conf.update(celery_options(settings.broker_url))  # RabbitMQ: quorum queues, native delayed delivery
     app.steps["worker"].add(ReleaseDueRetries)
     worker_ready.connect(_freeze_startup_objects, weak=False)
     worker_process_init.connect(_freeze_startup_objects, weak=False)

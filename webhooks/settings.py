@@ -9,7 +9,9 @@ from __future__ import annotations
 import math
 import sys
 from typing import Literal
+from urllib.parse import urlsplit
 
+from kombu.utils.url import maybe_sanitize_url
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -19,6 +21,9 @@ from webhooks.errors import ConfigurationError
 #: Spec section 8: at most 10 automatic retries, so at most 11 attempts per delivery.
 MAX_RETRIES = 10
 MAX_ATTEMPTS = MAX_RETRIES + 1
+
+#: Broker URL schemes that can hold the registry and the delivery log too (``memory://``: the demo's fakeredis).
+STORE_BROKER_SCHEMES = frozenset({"redis", "rediss", "memory"})
 
 #: Seconds added to the HTTP time-outs to give a delivery task its soft time limit.
 TASK_TIME_MARGIN_SECONDS = 5
@@ -31,7 +36,7 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="WEBHOOKS_", env_file=None, extra="forbid")
 
-    broker_url: str = Field("redis://localhost:6379/0", description="Celery broker URL (Redis).")
+    broker_url: str = Field("redis://localhost:6379/0", description="Celery broker URL: Redis, or RabbitMQ (amqp://).")
     redis_url: str | None = Field(None, description="Redis for the registry and delivery log; default: broker_url.")
     registry: str = Field(
         "config/endpoints.yaml",
@@ -93,6 +98,16 @@ class Settings(BaseSettings):
         if self.visibility_timeout is not None:
             return self.visibility_timeout
         return self.task_time_limit + VISIBILITY_MARGIN_SECONDS
+
+    @model_validator(mode="after")
+    def _store_is_redis(self) -> Settings:
+        # The registry and the delivery log live in Redis; only a Redis broker (or the demo's memory://) can hold them.
+        if self.redis_url is None and urlsplit(self.broker_url).scheme not in STORE_BROKER_SCHEMES:
+            raise ValueError(
+                f"WEBHOOKS_REDIS_URL must be set when the broker is not Redis ({maybe_sanitize_url(self.broker_url)}), "
+                "because the endpoint registry and the delivery log live in Redis."
+            )
+        return self
 
     @model_validator(mode="after")
     def _running_tasks_fit_in_visibility_timeout(self) -> Settings:

@@ -88,3 +88,13 @@ def test_a_ready_worker_freezes_its_start_up_objects_out_of_the_collectors_count
             assert gc.get_freeze_count() > 0
         finally:
             gc.unfreeze()
+
+
+def test_a_rabbitmq_broker_without_a_redis_for_the_registry_and_log_is_refused_in_one_sentence():
+    with pytest.raises(ConfigurationError) as error:
+        load_settings(broker_url="amqp://guest:s3cret@rabbit:5672//")
+    message = str(error.value)
+    assert "WEBHOOKS_REDIS_URL must be set when the broker is not Redis (amqp://guest:**@rabbit:5672//)" in message
+    assert "s3cret" not in message and message.count(". ") == 0 and message.endswith("Redis.")
+    settings = load_settings(broker_url="amqp://guest:s3cret@rabbit:5672//", redis_url="redis://store:6379/0")
+    assert settings.store_url == "redis://store:6379/0"
