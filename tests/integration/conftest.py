@@ -16,10 +16,14 @@ from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
+from uuid import uuid4
 
+import amqp
+import kombu
 import pytest
 import redis
 import yaml
+from kombu.transport.native_delayed_delivery import MAX_LEVEL
 
 from tests.receiver import Receiver
 from tests.servers import (
@@ -31,6 +35,7 @@ from tests.servers import (
 )
 from tests.waiting import wait_until
 from webhooks.queue.inbox import KEY_INBOX
+from webhooks.queue.rabbitmq import is_amqp_url
 from webhooks.queue.redis import KEY_WAITING
 
 pytestmark = pytest.mark.integration
@@ -97,10 +102,28 @@ def service_env(redis_server: RedisServer, registry: Path | str, **settings: str
     return env
 
 
+@pytest.fixture(params=["redis", "rabbitmq"])
+def broker(request: pytest.FixtureRequest, redis_server: RedisServer) -> Iterator[dict[str, str]]:
+    """The settings that put a test's workers and publishers on a broker, for ``service_env(..., **broker)``:
+    the session's Redis (broker, registry and log in one), or a fresh virtual host on our RabbitMQ, deleted
+    afterwards, with the registry and log in the session's Redis."""
+    if request.param == "redis":
+        yield {}
+        return
+    rabbitmq: RabbitMQServer = request.getfixturevalue("rabbitmq_server")
+    vhost = f"test-{uuid4().hex[:12]}"
+    url = rabbitmq.add_vhost(vhost)
+    yield {"broker_url": url, "redis_url": redis_server.url}
+    rabbitmq.delete_vhost(vhost)
+
+
 def nothing_waits(env: Mapping[str, str]) -> bool:
     """No task is queued, held unacknowledged or waiting for its retry, and no event for its fan-out, in the
     broker of ``env``."""
-    client = redis.Redis.from_url(env["WEBHOOKS_BROKER_URL"])
+    url = env["WEBHOOKS_BROKER_URL"]
+    if is_amqp_url(url):
+        return rabbitmq_messages(url) == 0
+    client = redis.Redis.from_url(url)
     try:
         return (
             client.llen("celery") == 0
@@ -110,6 +133,20 @@ def nothing_waits(env: Mapping[str, str]) -> bool:
         )
     finally:
         client.close()
+
+
+def rabbitmq_messages(url: str) -> int:
+    """Messages ready in the task queue and in Celery's delayed-delivery queues (retries waiting for their
+    countdown), by passive declares; a queue not declared yet holds none."""
+    total = 0
+    with kombu.Connection(url) as connection:
+        channel = connection.channel()
+        for queue in ["celery", *(f"celery_delayed_{level}" for level in range(MAX_LEVEL + 1))]:
+            try:
+                total += channel.queue_declare(queue, passive=True).message_count
+            except amqp.exceptions.NotFound:
+                channel = connection.channel()  # the broker closes a channel on a failed declare
+    return total
 
 
 def write_registry(path: Path, endpoints: list[dict[str, Any]]) -> Path:

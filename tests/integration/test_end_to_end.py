@@ -1,4 +1,8 @@
-"""The whole path on real parts: publish_event() in a host process, Redis, celery workers, a loopback receiver."""
+"""The whole path on real parts: publish_event() in a host process, the broker, celery workers, a loopback receiver.
+
+Every case runs twice: on Redis (broker, registry and log in one), and on RabbitMQ (a fresh virtual host,
+quorum queues and native delayed delivery for retries) with the registry and log in Redis.
+"""
 
 from __future__ import annotations
 
@@ -27,8 +31,8 @@ def endpoint(receiver, endpoint_id, events, path=None, enabled=True):
     }
 
 
-@pytest.fixture(scope="module")
-def setup(redis_server, receiver, tmp_path_factory):
+@pytest.fixture
+def setup(broker, redis_server, receiver, tmp_path):
     receiver.behaviours.update(
         {
             "/flaky": fail_first(3),
@@ -37,7 +41,7 @@ def setup(redis_server, receiver, tmp_path_factory):
         }
     )
     registry = write_registry(
-        tmp_path_factory.mktemp("e2e") / "endpoints.yaml",
+        tmp_path / "endpoints.yaml",
         [
             endpoint(receiver, "everything", ["all"]),
             endpoint(receiver, "users", ["user_created", "user_updated"]),
@@ -48,7 +52,7 @@ def setup(redis_server, receiver, tmp_path_factory):
             endpoint(receiver, "moved", ["relationship_updated"]),
         ],
     )
-    return service_env(redis_server, registry)
+    return service_env(redis_server, registry, **broker)
 
 
 @pytest.fixture
@@ -114,3 +118,24 @@ def test_a_redirect_is_not_followed_and_is_retried(setup, worker, receiver):
     wait_until(lambda: len(bodies(receiver, "/moved", {event_id})) >= 2, timeout=60, what="the retry after a 302")
     assert receiver.requests("/moved-target") == []
     assert f"endpoint=moved event={event_id} attempt=1 status=302" in worker.output()
+
+
+def test_two_workers_deliver_500_events_with_none_lost_and_none_twice(
+    broker, redis_server, receiver, tmp_path, start_worker
+):
+    registry = write_registry(
+        tmp_path / "endpoints.yaml",
+        [{"id": "bulk", "url": receiver.url("/bulk"), "secret": "whsec_bulk", "events": ["message_opened"]}],
+    )
+    env = service_env(redis_server, registry, **broker)
+    workers = [start_worker(env, name="w1", pool="prefork", concurrency=2), start_worker(env, name="w2")]
+    ids = publish(env, [("message_opened", sample_event_kwargs("message_opened"))] * 500)
+    assert len(set(ids)) == 500
+
+    def delivered_lines() -> int:
+        return sum(worker.output().count("outcome=delivered") for worker in workers)
+
+    wait_until(lambda: delivered_lines() >= 500, timeout=120, what="500 deliveries logged")
+    received = [json.loads(request.body)["id"] for request in bodies(receiver, "/bulk", set(ids))]
+    assert sorted(received) == sorted(ids)
+    assert all("endpoint=bulk" in worker.output() for worker in workers), "both workers took a share"
