@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import defaultdict
 from collections.abc import Callable
@@ -61,7 +62,7 @@ class Receiver:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self
@@ -76,3 +77,11 @@ class Receiver:
     def requests(self, path: str) -> list[Received]:
         with self.lock:
             return list(self.received.get(path, []))
+
+
+class _Server(ThreadingHTTPServer):
+    """Quiet about a sender that went away mid-request (a worker killed in a crash test)."""
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
