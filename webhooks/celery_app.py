@@ -28,6 +28,7 @@ from celery.signals import after_setup_logger, after_setup_task_logger, worker_p
 from kombu.exceptions import OperationalError
 
 from webhooks.logformat import use_json_lines
+from webhooks.pipeline.startup import startup_check
 from webhooks.queue import broker_transport, queue_for
 from webhooks.queue.rabbitmq import celery_options
 from webhooks.settings import Settings, get_settings
@@ -83,6 +84,7 @@ def create_celery_app(settings: Settings) -> Celery:
     )
     app.conf.update(celery_options(settings.broker_url))  # RabbitMQ: quorum queues, native delayed delivery
     app.steps["worker"].add(ReleaseDueRetries)
+    app.steps["worker"].add(startup_check(settings))  # an invalid registry or unreachable store: exit, not ready
     worker_ready.connect(_freeze_startup_objects, weak=False)
     worker_process_init.connect(_freeze_startup_objects, weak=False)
     after_setup_logger.connect(_quiet_task_lines, weak=False)
