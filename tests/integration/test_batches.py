@@ -1,5 +1,5 @@
 """publish_events() on real parts: an endpoint's events travel in one webhooks.deliver_many, each signed and
-recorded on its own, and a failed one is retried alone, through a real worker, Redis and receiver."""
+recorded on its own, and a failed one is retried alone, through a real worker, broker (Redis, RabbitMQ) and receiver."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ EVENTS = 30
 
 
 @pytest.fixture
-def setup(redis_server, receiver, tmp_path):
+def setup(broker, redis_server, receiver, tmp_path):
     receiver.behaviours["/batch-flaky"] = fail_first(1, status=503)
     registry = write_registry(
         tmp_path / "endpoints.yaml",
@@ -30,7 +30,7 @@ def setup(redis_server, receiver, tmp_path):
             for id_ in ("batch-ok", "batch-flaky")
         ],
     )
-    return service_env(redis_server, registry)
+    return service_env(redis_server, registry, **broker)  # on Redis, and on RabbitMQ (native delayed retries)
 
 
 def test_a_batch_delivers_every_event_once_signed_and_retries_a_failed_one_alone(

@@ -12,7 +12,9 @@ On RabbitMQ the broker holds the task messages only: the registry and the delive
   in its routing key, then returns to the queue. Celery turns this on when it detects a quorum queue on an
   AMQP broker (``worker_detect_quorum_queues``, which also switches global QoS off as quorum queues require),
   and it needs the queue's exchange to be a topic exchange: with the default direct one it only logs a
-  warning and the task holds a worker slot until it is due. A countdown of 0 is sent at once.
+  warning and the task holds a worker slot until it is due. A countdown of 0 is sent at once, and one
+  between 0 and 1 makes ``send_task`` raise ValueError (kombu's ``calculate_routing_key``): ``queue/celery.py``
+  sends whole seconds.
 - ``confirm_publish``: a publish returns once RabbitMQ has taken the message, so a retry or a fan-out is
   never acknowledged before its messages are safe.
 
