@@ -10,7 +10,7 @@ import math
 import sys
 from typing import Literal
 
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -19,6 +19,11 @@ from webhooks.errors import ConfigurationError
 #: Spec section 8: at most 10 automatic retries, so at most 11 attempts per delivery.
 MAX_RETRIES = 10
 MAX_ATTEMPTS = MAX_RETRIES + 1
+
+#: Shortest operator password the settings page starts with: with the sign-in throttle, too long to guess.
+MIN_ADMIN_PASSWORD_LENGTH = 12
+#: Shortest session key: it signs the session cookies, so it must be as hard to guess as a 256-bit key written out.
+MIN_SECRET_KEY_LENGTH = 32
 
 #: Seconds added to the HTTP time-outs to give a delivery task its soft time limit.
 TASK_TIME_MARGIN_SECONDS = 5
@@ -72,6 +77,16 @@ class Settings(BaseSettings):
     admin_password: SecretStr | None = Field(None, description="The operator's password for the settings page.")
     secret_key: SecretStr | None = Field(None, description="Key that signs the settings page's session cookies.")
 
+    @field_validator("admin_password")
+    @classmethod
+    def _password_is_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        return _long_enough(value, MIN_ADMIN_PASSWORD_LENGTH, "The operator password")
+
+    @field_validator("secret_key")
+    @classmethod
+    def _key_is_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        return _long_enough(value, MIN_SECRET_KEY_LENGTH, "The session key")
+
     @property
     def store_url(self) -> str:
         """Redis URL for the registry and the delivery log."""
@@ -105,6 +120,17 @@ class Settings(BaseSettings):
                 "that is still running to another worker and its receiver gets it twice."
             )
         return self
+
+
+def _long_enough(value: SecretStr | None, minimum: int, what: str) -> SecretStr | None:
+    """``value`` if unset or at least ``minimum`` characters long; a sentence (never the value) if not."""
+    if value is not None and len(value.get_secret_value()) < minimum:
+        length = len(value.get_secret_value())
+        raise ValueError(
+            f"{what} is {length} characters long; it must have at least {minimum}, e.g. the output of: "
+            "python -c 'import secrets; print(secrets.token_urlsafe(32))'."
+        )
+    return value
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -20,7 +20,7 @@ from webhooks.settings import Settings
 
 pytestmark = pytest.mark.integration
 
-SECRET = "whsec_receive_test"
+SECRET = "whsec_receive_test_0123456789abcdef"
 
 
 @pytest.fixture

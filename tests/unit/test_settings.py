@@ -88,3 +88,25 @@ def test_a_ready_worker_freezes_its_start_up_objects_out_of_the_collectors_count
             assert gc.get_freeze_count() > 0
         finally:
             gc.unfreeze()
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"admin_password": ""}, "WEBHOOKS_ADMIN_PASSWORD: The operator password is 0 characters long"),
+        ({"admin_password": "x" * 11}, "WEBHOOKS_ADMIN_PASSWORD: The operator password is 11 characters long"),
+        ({"secret_key": ""}, "WEBHOOKS_SECRET_KEY: The session key is 0 characters long; it must have at least 32"),
+        ({"secret_key": "k" * 31}, "WEBHOOKS_SECRET_KEY: The session key is 31 characters long"),
+    ],
+)
+def test_an_empty_or_short_password_or_session_key_is_refused(monkeypatch, changes, message):
+    for name, value in changes.items():
+        monkeypatch.setenv(f"WEBHOOKS_{name.upper()}", value)
+    with pytest.raises(ConfigurationError, match=message) as error:
+        load_settings()
+    assert "x" * 11 not in str(error.value) and "k" * 31 not in str(error.value)
+
+
+def test_a_long_enough_password_and_session_key_are_accepted():
+    settings = load_settings(admin_password="x" * 12, secret_key="k" * 32)
+    assert settings.admin_password is not None and settings.secret_key is not None

@@ -205,7 +205,9 @@ def test_send_test_event_goes_to_this_endpoint_only(client, registry, enqueued):
 
 def test_a_yaml_registry_makes_the_pages_read_only(tmp_path):
     path = tmp_path / "endpoints.yaml"
-    path.write_text("endpoints:\n  - {id: crm, url: 'https://a.example/', secret: whsec_yaml, events: [all]}\n")
+    path.write_text(
+        "endpoints:\n  - {id: crm, url: 'https://a.example/', secret: whsec_yaml_0123456789abcdef, events: [all]}\n"
+    )
     app = create_app(settings(registry=str(path)), YamlRegistry(path))
     client = app.test_client()
     client.post("/login", data={"password": PASSWORD, "csrf_token": csrf_of(client.get("/login"))})
@@ -214,7 +216,7 @@ def test_a_yaml_registry_makes_the_pages_read_only(tmp_path):
     assert "Add endpoint" not in page
     response = post(client, "/endpoints/crm/delete", "/endpoints/crm")
     assert response.status_code == 409
-    assert "whsec_yaml" not in client.get("/endpoints/crm").get_data(as_text=True)
+    assert "whsec_yaml_0123456789abcdef" not in client.get("/endpoints/crm").get_data(as_text=True)
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ class FlakyRegistry(MemoryRegistry):
     """Raises RegistryUnavailableError on the first ``failures`` reads."""
 
     def __init__(self, failures: int) -> None:
-        super().__init__([Endpoint(id="crm", url=URL, secret="whsec_crm", events=["user_created"])])
+        super().__init__([Endpoint(id="crm", url=URL, secret="whsec_crm_0123456789abcdef", events=["user_created"])])
         self.failures = failures
 
     def _fail_first(self) -> None:

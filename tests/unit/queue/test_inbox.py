@@ -26,8 +26,10 @@ def broker(redis_queue):
 def registry(monkeypatch):
     registry = MemoryRegistry(
         [
-            Endpoint(id="crm", url="https://crm.example.com/", secret="whsec_crm", events=["user_created"]),
-            Endpoint(id="all", url="https://all.example.com/", secret="whsec_all", events=["all"]),
+            Endpoint(
+                id="crm", url="https://crm.example.com/", secret="whsec_crm_0123456789abcdef", events=["user_created"]
+            ),
+            Endpoint(id="all", url="https://all.example.com/", secret="whsec_all_0123456789abcdef", events=["all"]),
         ]
     )
     monkeypatch.setattr(tasks, "registry", lambda: registry)

@@ -67,7 +67,9 @@ def login() -> BaseResponse | str | tuple[str, int]:
         flash(f"Too many wrong passwords. Try again in {wait} seconds.", "error")
         return render_template("login.html"), 429
     given = request.form.get("password", "").encode()
-    if not hmac.compare_digest(given, current_app.extensions["webhooks.password"].encode()):
+    # Both sides are compared in constant time; an empty password is refused whatever is configured.
+    matches = hmac.compare_digest(given, current_app.extensions["webhooks.password"].encode())
+    if not given or not matches:
         throttle.failed(address)
         flash("That password is not right.", "error")
         return render_template("login.html"), 401

@@ -1,0 +1,37 @@
+"""The settings page against an attacker: sign-in, redirects, sessions, throttle and headers (Flask's test client)."""
+
+from __future__ import annotations
+
+import fakeredis
+from pydantic import SecretStr
+
+from tests.unit.ops.test_web import PASSWORD, csrf_of, settings
+from webhooks.ops.web import create_app
+from webhooks.registry import RedisRegistry
+
+
+def sign_in(client, password=PASSWORD, query=""):
+    return client.post(f"/login{query}", data={"password": password, "csrf_token": csrf_of(client.get("/login"))})
+
+
+def make_app(**changes):
+    store = fakeredis.FakeRedis(decode_responses=True)
+    app = create_app(settings(**changes), RedisRegistry(store))
+    app.config["TESTING"] = True
+    return app
+
+
+def test_an_empty_password_is_refused():
+    client = make_app().test_client()
+    response = sign_in(client, "")
+    assert response.status_code == 401
+    assert client.get("/").status_code == 302
+
+
+def test_an_empty_password_is_refused_even_when_the_configured_one_is_empty():
+    # Settings refuse an empty WEBHOOKS_ADMIN_PASSWORD at start; the sign-in does not rely on it.
+    unchecked = settings().model_copy(update={"admin_password": SecretStr("")})
+    app = create_app(unchecked, RedisRegistry(fakeredis.FakeRedis(decode_responses=True)))
+    client = app.test_client()
+    assert sign_in(client, "").status_code == 401
+    assert client.get("/").status_code == 302
