@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fakeredis
+import pytest
 from pydantic import SecretStr
 
 from tests.unit.ops.test_web import PASSWORD, csrf_of, settings
@@ -35,3 +36,30 @@ def test_an_empty_password_is_refused_even_when_the_configured_one_is_empty():
     client = app.test_client()
     assert sign_in(client, "").status_code == 401
     assert client.get("/").status_code == 302
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/%09/attacker.example/",
+        "/%0a/attacker.example/",
+        "/%0d%0aSet-Cookie:%20x=1",
+        "//attacker.example/",
+        "/\\attacker.example/",
+        "https://attacker.example/",
+        "attacker.example",
+        "/%e2%80%8b/attacker.example/",  # a zero-width space
+        "javascript:alert(1)",
+    ],
+)
+def test_sign_in_never_redirects_off_site(target):
+    client = make_app().test_client()
+    response = sign_in(client, query=f"?next={target}")
+    assert response.status_code == 302
+    assert response.headers["Location"] == "/"
+
+
+def test_sign_in_returns_to_a_local_page():
+    client = make_app().test_client()
+    response = sign_in(client, query="?next=/endpoints/new%3Fa%3D1")
+    assert response.headers["Location"] == "/endpoints/new?a=1"

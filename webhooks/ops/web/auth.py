@@ -8,6 +8,7 @@ import hmac
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from flask import Blueprint, Flask, Response, current_app, flash, redirect, render_template, request, session, url_for
 from werkzeug.wrappers import Response as BaseResponse
@@ -80,10 +81,18 @@ def login() -> BaseResponse | str | tuple[str, int]:
 
 
 def local_url(target: str | None, default: str) -> str:
-    """``target`` when it is a path on this site, else ``default``: no open redirects."""
-    if target and target.startswith("/") and not target.startswith("//") and "\\" not in target:
-        return target
-    return default
+    """``target`` when it is a path on this site, else ``default``: no open redirects.
+
+    A local path starts with one ``/`` and has no scheme, no host, no backslash and no control or
+    invisible character: browsers drop tabs and newlines from URLs, so ``/\t/evil.example/`` would
+    become ``//evil.example/``, another site.
+    """
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return default
+    if not target.isprintable():
+        return default
+    parts = urlsplit(target)
+    return default if parts.scheme or parts.netloc else target
 
 
 @blueprint.route("/logout", methods=["POST"])
