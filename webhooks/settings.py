@@ -6,13 +6,14 @@ the HTTP session are built from a :class:`Settings` instance, and tests build th
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import sys
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import BeforeValidator, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from webhooks.errors import ConfigurationError
 
@@ -29,6 +30,33 @@ MIN_SECRET_KEY_LENGTH = 32
 TASK_TIME_MARGIN_SECONDS = 5
 #: Seconds the default visibility timeout adds to the task time limit.
 VISIBILITY_MARGIN_SECONDS = 10
+
+
+#: CIDR ranges deliveries may reach besides public addresses.
+Networks = tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
+
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_FALSE = frozenset({"false", "0", "no", "off", ""})
+
+
+def _private_networks(value: object) -> object:
+    """``true``/``false`` as booleans, ``127.0.0.0/8,10.1.0.0/16`` as a tuple of networks."""
+    if isinstance(value, str):
+        if value.strip().lower() in _TRUE | _FALSE:
+            return value.strip().lower() in _TRUE
+        value = [part for part in value.split(",") if part.strip()]
+    if isinstance(value, list | tuple):
+        networks = []
+        for part in value:
+            try:
+                networks.append(ipaddress.ip_network(str(part).strip()))
+            except ValueError:
+                raise ValueError(
+                    f"{str(part).strip()!r} is not a CIDR range such as 10.1.0.0/16; "
+                    "give true, false or a comma-separated list of ranges."
+                ) from None
+        return tuple(networks)
+    return value
 
 
 class Settings(BaseSettings):
@@ -62,8 +90,10 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(
         64, ge=1, le=1000, description="Deliveries one worker process sends at once (threads or child processes)."
     )
-    allow_private_networks: bool = Field(
-        False, description="Deliver to loopback, private and link-local addresses (tests and local development only)."
+    allow_private_networks: Annotated[bool | Networks, NoDecode, BeforeValidator(_private_networks)] = Field(
+        False,
+        description="Deliver to loopback and private addresses: `true` (any but link-local), or a comma-separated "
+        "list of CIDR ranges such as `127.0.0.0/8,10.1.0.0/16` (link-local ones only when listed).",
     )
     delivery_log_retention: int = Field(
         7 * 24 * 3600, ge=60, description="Seconds a delivery stays in the delivery log after its last attempt."

@@ -42,14 +42,23 @@ def check_url(url: str) -> str:
         parts = urlsplit(url)
         parts.port  # noqa: B018 -- raises ValueError on a port that is not a number in range
     except ValueError:
-        raise ValueError(f"The URL {url!r} is not a valid URL.") from None
+        raise ValueError(f"The URL {masked_url(url)!r} is not a valid URL.") from None
     if parts.scheme not in ("http", "https"):
-        raise ValueError(f"The URL {url!r} must start with http:// or https://.")
+        raise ValueError(f"The URL {masked_url(url)!r} must start with http:// or https://.")
     if not parts.hostname:
-        raise ValueError(f"The URL {url!r} has no host name.")
+        raise ValueError(f"The URL {masked_url(url)!r} has no host name.")
     if _WHITE_SPACE.search(url):
-        raise ValueError(f"The URL {url!r} contains white space.")
+        raise ValueError(f"The URL {masked_url(url)!r} contains white space.")
     return url
+
+
+def masked_url(url: str) -> str:
+    """``url`` with any ``user:password@`` replaced by ``****@``: for pages, command output, logs and errors."""
+    scheme, separator, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    if not separator or "@" not in authority:
+        return url
+    return f"{scheme}://****@{authority.rpartition('@')[2]}{slash}{path}"
 
 
 def check_secret(secret: str) -> str:

@@ -46,7 +46,7 @@ def registry(server):
 
 @pytest.fixture
 def services(registry):
-    return Services(Settings(registry="redis"), registry=registry)
+    return Services(Settings(registry="redis", allow_private_networks=True), registry=registry)
 
 
 @pytest.fixture

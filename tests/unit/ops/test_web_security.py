@@ -63,3 +63,39 @@ def test_sign_in_returns_to_a_local_page():
     client = make_app().test_client()
     response = sign_in(client, query="?next=/endpoints/new%3Fa%3D1")
     assert response.headers["Location"] == "/endpoints/new?a=1"
+
+
+def test_a_password_in_a_url_is_masked_on_every_page_and_kept_on_save():
+    app = make_app()
+    registry = app.extensions["webhooks"].registry
+    endpoint = registry.add("https://ops:hunter2@crm.example.com/hooks", ["user_created"])
+    client = app.test_client()
+    sign_in(client)
+    page = f"/endpoints/{endpoint.id}"
+    for path in ("/", page, f"{page}/edit"):
+        text = client.get(path).get_data(as_text=True)
+        assert "hunter2" not in text and "https://****@crm.example.com/hooks" in text, path
+    edit = client.get(f"{page}/edit")
+    response = client.post(
+        f"{page}/edit",
+        data={
+            "csrf_token": csrf_of(edit),
+            "url": "https://****@crm.example.com/hooks",
+            "events": ["user_created"],
+            "description": "renamed",
+        },
+    )
+    assert response.status_code == 302
+    saved = registry.get(endpoint.id)
+    assert saved.url == "https://ops:hunter2@crm.example.com/hooks" and saved.description == "renamed"
+
+
+def test_the_form_refuses_the_metadata_address_even_with_private_networks_allowed():
+    client = make_app(allow_private_networks=True).test_client()
+    sign_in(client)
+    form = client.get("/endpoints/new")
+    response = client.post(
+        "/endpoints/new",
+        data={"csrf_token": csrf_of(form), "url": "http://169.254.169.254/latest/", "events": ["all"]},
+    )
+    assert response.status_code == 400 and "link-local" in response.get_data(as_text=True)

@@ -15,7 +15,7 @@ from webhooks.errors import ConfigurationError
 from webhooks.log import DeliveryLog
 from webhooks.ops.services import Services
 from webhooks.ops.web import auth, errors, views
-from webhooks.registry import Registry
+from webhooks.registry import Registry, masked_url
 from webhooks.settings import Settings, get_settings
 
 
@@ -42,6 +42,7 @@ def create_app(
     )
     app.extensions["webhooks"] = Services(settings, registry=registry, log=log)
     app.jinja_env.filters["when"] = when
+    app.jinja_env.filters["masked_url"] = masked_url
     CSRFProtect(app)
     auth.init_app(app, settings.admin_password.get_secret_value())
     app.register_blueprint(views.blueprint)
