@@ -391,12 +391,20 @@ def build_event(
         raise InvalidEventError(_describe(f"The {name} event", error.errors())) from error
 
 
-def serialize(event: Event) -> bytes:
+def serialize(event: Event, *, max_bytes: int | None = None) -> bytes:
     """The exact body to sign and send: compact UTF-8 JSON, fields in spec order, no nulls.
 
     ``exclude_none`` drops only model fields that are None; members of free-form objects are kept.
+    A body over ``max_bytes`` raises InvalidEventError: it would be stored once per delivery and
+    once per task message, and sent to every receiver.
     """
-    return event.model_dump_json(exclude_none=True).encode()
+    body = event.model_dump_json(exclude_none=True).encode()
+    if max_bytes is not None and len(body) > max_bytes:
+        raise InvalidEventError(
+            f"The {event.name} event {event.id} is {len(body):,} bytes serialized; "
+            f"at most {max_bytes:,} are published (WEBHOOKS_MAX_EVENT_BYTES)."
+        )
+    return body
 
 
 def parse_event(body: bytes) -> Event:

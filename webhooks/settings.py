@@ -104,6 +104,9 @@ class Settings(BaseSettings):
     log_format: Literal["kv", "json"] = Field(
         "kv", description="Worker log lines as `key=value` text (`kv`) or one JSON object per line (`json`)."
     )
+    max_event_bytes: int = Field(
+        256 * 1024, ge=1024, description="Largest serialized event publish_event() accepts, in bytes."
+    )
     admin_password: SecretStr | None = Field(None, description="The operator's password for the settings page.")
     secret_key: SecretStr | None = Field(None, description="Key that signs the settings page's session cookies.")
 
