@@ -96,3 +96,13 @@ def test_an_event_just_under_the_limit_is_published(enqueued):
     assert publish_event("user_created", **oversized(limit - 1000))
     (call,) = enqueued
     assert len(call.args[2].encode()) <= limit
+
+
+def test_deeply_nested_properties_are_refused_in_a_sentence_not_a_recursion_error(enqueued):
+    nested: list = []
+    for _ in range(5000):
+        nested = [nested]
+    kwargs = sample_event_kwargs("user_created") | {"properties": {"a": nested}}
+    with pytest.raises(InvalidEventError, match="is nested more than 64 levels deep"):
+        publish_event("user_created", **kwargs)
+    assert enqueued == []

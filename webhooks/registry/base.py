@@ -65,8 +65,8 @@ def check_secret(secret: str) -> str:
     """Return ``secret`` if it may sign deliveries; raise ValueError with a sentence (never quoting it) if not."""
     if secret == PLACEHOLDER_SECRET:
         raise ValueError(
-            "The secret is the sample file's placeholder; replace it with a generated one "
-            "(webhooks endpoints rotate-secret, or python -c 'import secrets; print(secrets.token_urlsafe(32))')."
+            "The secret is the sample file's placeholder; replace it with a generated one, "
+            "e.g. the output of: python -c 'import secrets; print(secrets.token_urlsafe(32))'."
         )
     if len(secret) < MIN_SECRET_LENGTH:
         raise ValueError(

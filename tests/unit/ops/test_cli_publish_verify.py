@@ -67,6 +67,15 @@ def test_publish_refuses_bad_data_with_a_sentence(enqueued, args, stdin, message
     assert enqueued == []
 
 
+@pytest.mark.parametrize("depth", [70, 100_000], ids=["deeper-than-events-allow", "deeper-than-python-parses"])
+def test_publish_refuses_deeply_nested_data_with_one_line(enqueued, depth):
+    data = '{"properties": {"a": ' + "[" * depth + "]" * depth + "}}"
+    result = invoke(SERVICES, "publish", "user_created", "--data", "-", input=data)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.stderr.count("\n") == 1 and "nested" in result.stderr
+    assert enqueued == []
+
+
 def test_publish_of_an_invalid_event_or_unknown_name_fails_and_enqueues_nothing(enqueued):
     result = invoke(SERVICES, "publish", "user_created", "--data", '{"user": {"id": "u_1", "properties": {}}}')
     assert result.exit_code == 1 and result.stderr.startswith("Error: The user_created event is invalid: ")

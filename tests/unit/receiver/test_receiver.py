@@ -10,7 +10,7 @@ from wsgiref.util import setup_testing_defaults
 import pytest
 
 from webhooks.errors import InvalidEventError, SignatureError
-from webhooks.receiver.devserver import FAIL_ON_PURPOSE_STATUS, REJECTED_STATUS, ReceiverApp, Route
+from webhooks.receiver.devserver import FAIL_ON_PURPOSE_STATUS, MAX_BODY_BYTES, REJECTED_STATUS, ReceiverApp, Route
 from webhooks.receiver.verify import find_header, verify_request
 from webhooks.signing import sign
 
@@ -146,3 +146,39 @@ def test_route_describes_itself():
     assert (
         Route((SECRET,), fail_first=2, status=204).describe() == "answers 503 to attempts 1-2 of each event, then 204"
     )
+
+
+def call_with_length(app, length, body=BODY):
+    environ = {"REQUEST_METHOD": "POST", "PATH_INFO": "/hook", "CONTENT_LENGTH": length}
+    setup_testing_defaults(environ)
+    environ["wsgi.input"] = io.BytesIO(body)
+    environ["HTTP_X_SERVICE_SIGNATURE"] = sign(body, SECRET)
+    answered = []
+    chunks = app(environ, lambda status, headers: answered.append(status))
+    return int(answered[0].split()[0]), b"".join(chunks).decode()
+
+
+@pytest.mark.parametrize(
+    ("length", "status", "line"),
+    [
+        ("ten", 400, "The Content-Length header 'ten' is not a whole number of bytes.\n"),
+        ("-5", 400, "The Content-Length header '-5' is not a whole number of bytes.\n"),
+        (" 7", 400, "The Content-Length header ' 7' is not a whole number of bytes.\n"),
+        (
+            str(MAX_BODY_BYTES + 1),
+            413,
+            f"The body is {MAX_BODY_BYTES + 1} bytes; this receiver accepts at most {MAX_BODY_BYTES}.\n",
+        ),
+    ],
+)
+def test_a_malformed_request_gets_a_4xx_and_one_line(length, status, line):
+    app, seen = recording_app(Route((SECRET,)))
+    assert call_with_length(app, length) == (status, line)
+    assert seen == []
+
+
+def test_a_body_of_the_largest_accepted_size_is_read_whole_and_verified():
+    app, seen = recording_app(Route((SECRET,)))
+    body = BODY + b" " * (MAX_BODY_BYTES - len(BODY))  # JSON allows trailing white space
+    assert call(app, body=body) == (200, "OK\n")
+    assert seen[0].verified
