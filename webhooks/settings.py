@@ -26,10 +26,12 @@ MIN_ADMIN_PASSWORD_LENGTH = 12
 #: Shortest session key: it signs the session cookies, so it must be as hard to guess as a 256-bit key written out.
 MIN_SECRET_KEY_LENGTH = 32
 
-#: Seconds added to the HTTP time-outs to give a delivery task its soft time limit.
+#: Seconds added to the attempt deadline to give a delivery task its soft time limit.
 TASK_TIME_MARGIN_SECONDS = 5
 #: Seconds the default visibility timeout adds to the task time limit.
 VISIBILITY_MARGIN_SECONDS = 10
+#: Seconds added to the connect and read time-outs to give an attempt its default deadline (sending the body).
+ATTEMPT_DEADLINE_MARGIN_SECONDS = 5
 
 
 #: CIDR ranges deliveries may reach besides public addresses.
@@ -72,6 +74,12 @@ class Settings(BaseSettings):
     )
     connect_timeout: float = Field(5.0, gt=0, description="Seconds to wait for a receiver's TCP/TLS connection.")
     read_timeout: float = Field(15.0, gt=0, description="Seconds to wait for a receiver's response.")
+    attempt_deadline_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="Most seconds one attempt may take in all (connect, send, response and its body, whatever the "
+        "receiver does); default: WEBHOOKS_CONNECT_TIMEOUT + WEBHOOKS_READ_TIMEOUT + 5.",
+    )
     retry_backoff: int = Field(30, ge=1, description="Ceiling of the first retry delay; it doubles on each retry.")
     retry_backoff_max: int = Field(1800, ge=1, description="Largest retry delay ceiling.")
     visibility_timeout: int | None = Field(
@@ -126,9 +134,19 @@ class Settings(BaseSettings):
         return self.redis_url or self.broker_url
 
     @property
+    def attempt_deadline(self) -> float:
+        """Seconds one attempt may take in all; the HTTP session cuts it there."""
+        if self.attempt_deadline_seconds is not None:
+            return self.attempt_deadline_seconds
+        return self.connect_timeout + self.read_timeout + ATTEMPT_DEADLINE_MARGIN_SECONDS
+
+    @property
     def task_soft_time_limit(self) -> int:
-        """Seconds after which a delivery attempt is abandoned and counted as failed (then retried)."""
-        return math.ceil(self.connect_timeout + self.read_timeout) + TASK_TIME_MARGIN_SECONDS
+        """Seconds after which a delivery attempt is abandoned and counted as failed (then retried).
+
+        Past the attempt's own deadline, so it only ever cuts an attempt the deadline failed to.
+        """
+        return math.ceil(self.attempt_deadline) + TASK_TIME_MARGIN_SECONDS
 
     @property
     def task_time_limit(self) -> int:
@@ -149,7 +167,7 @@ class Settings(BaseSettings):
         if self.broker_visibility_timeout <= self.task_time_limit:
             raise ValueError(
                 f"WEBHOOKS_VISIBILITY_TIMEOUT ({self.broker_visibility_timeout} s) must exceed the task time limit "
-                f"({self.task_time_limit} s, from the connect and read time-outs); otherwise Redis hands a delivery "
+                f"({self.task_time_limit} s, from the attempt deadline); otherwise Redis hands a delivery "
                 "that is still running to another worker and its receiver gets it twice."
             )
         return self

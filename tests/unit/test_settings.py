@@ -110,3 +110,12 @@ def test_an_empty_or_short_password_or_session_key_is_refused(monkeypatch, chang
 def test_a_long_enough_password_and_session_key_are_accepted():
     settings = load_settings(admin_password="x" * 12, secret_key="k" * 32)
     assert settings.admin_password is not None and settings.secret_key is not None
+
+
+def test_the_attempt_deadline_defaults_above_the_time_outs_and_sets_the_task_time_limits():
+    settings = load_settings()
+    assert settings.attempt_deadline_seconds is None
+    assert settings.attempt_deadline == settings.connect_timeout + settings.read_timeout + 5 == 25
+    assert (settings.task_soft_time_limit, settings.task_time_limit) == (30, 35)
+    longer = load_settings(attempt_deadline_seconds=60)
+    assert (longer.attempt_deadline, longer.task_soft_time_limit) == (60, 65)

@@ -100,6 +100,7 @@ def attempt(settings: Settings, endpoint: Endpoint, event_id: str, body: str, nu
             body.encode("utf-8"),
             timeout=(settings.connect_timeout, settings.read_timeout),
             now=now,
+            deadline_seconds=settings.attempt_deadline,
         )
     except SoftTimeLimitExceeded:
         result = AttemptResult(Outcome.RETRY, None, settings.task_soft_time_limit * 1000.0, error="TimeLimitExceeded")

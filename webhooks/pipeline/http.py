@@ -21,6 +21,7 @@ from requests_hardened.ip_filter import InvalidIPAddress
 
 from webhooks.__about__ import __version__
 from webhooks.pipeline.address import AddressPolicy, PinnedAddressAdapter
+from webhooks.pipeline.deadline import WATCHED_POOL_CLASSES, deadline
 from webhooks.registry.base import Endpoint, masked_url
 from webhooks.settings import Settings
 from webhooks.signing import HEADER, sign
@@ -53,6 +54,7 @@ def build_headers(body: bytes, secrets: Sequence[str], timestamp: int) -> dict[s
         "Content-Type": CONTENT_TYPE,
         HEADER: sign(body, secrets, timestamp),
         "User-Agent": USER_AGENT,
+        "Accept-Encoding": "identity",
     }
 
 
@@ -89,7 +91,9 @@ def new_session(settings: Settings) -> requests.Session:
     )
     policy = AddressPolicy.of(settings)
     for prefix in ("http://", "https://"):
-        session.mount(prefix, PinnedAddressAdapter(policy))
+        adapter = PinnedAddressAdapter(policy)
+        adapter.poolmanager.pool_classes_by_scheme = WATCHED_POOL_CLASSES  # each attempt under its deadline
+        session.mount(prefix, adapter)
     # Nothing from the environment: a proxy from HTTP(S)_PROXY would be the address the filter checks
     # instead of the receiver's, and ~/.netrc would hand a host's credentials to any receiver on it.
     # (It also spares every POST a scan of os.environ and a look for ~/.netrc.)
@@ -109,17 +113,31 @@ def thread_session(settings: Settings) -> requests.Session:
 
 
 def send(
-    session: requests.Session, endpoint: Endpoint, body: bytes, *, timeout: tuple[float, float], now: datetime
+    session: requests.Session,
+    endpoint: Endpoint,
+    body: bytes,
+    *,
+    timeout: tuple[float, float],
+    now: datetime,
+    deadline_seconds: float | None = None,
 ) -> AttemptResult:
-    """POST ``body`` to the endpoint, signed with its current secret(s) at ``now``."""
+    """POST ``body`` to the endpoint, signed with its current secret(s) at ``now``.
+
+    ``timeout`` bounds each wait (connect, then each read); ``deadline_seconds`` the whole attempt, body
+    read included, whatever the receiver does (default: the two time-outs together).
+    """
     headers = build_headers(body, endpoint.signing_secrets(now), int(now.timestamp()))
     started = time.perf_counter()
+    seconds = sum(timeout) if deadline_seconds is None else deadline_seconds
     try:
-        with session.post(
-            endpoint.url, data=body, headers=headers, timeout=timeout, allow_redirects=False, stream=True
-        ) as response:
+        with (
+            deadline(seconds) as watched,
+            session.post(
+                endpoint.url, data=body, headers=headers, timeout=timeout, allow_redirects=False, stream=True
+            ) as response,
+        ):
             status_code = response.status_code
-            excerpt = _read_excerpt(response)
+            excerpt = _read_excerpt(response)  # cut short if the deadline passes; the status stands (spec 4.1)
     except InvalidIPAddress as exc:
         return AttemptResult(
             Outcome.DROP,
@@ -129,15 +147,20 @@ def send(
             "reserved address; delivery refused (WEBHOOKS_ALLOW_PRIVATE_NETWORKS allows it: true, or CIDR ranges)",
         )
     except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
-        return AttemptResult(Outcome.RETRY, None, _elapsed_ms(started), error=f"{type(exc).__name__}: {exc}")
+        if watched.expired:
+            error = f"DeadlineExceeded: no complete response within {seconds:g} s"
+        else:
+            error = f"{type(exc).__name__}: {exc}"
+        return AttemptResult(Outcome.RETRY, None, _elapsed_ms(started), error=error)
     return AttemptResult(classify(status_code), status_code, _elapsed_ms(started), excerpt)
 
 
 def _read_excerpt(response: requests.Response) -> bytes:
     # A short body read to its end leaves the connection reusable; a long one is cut and the
-    # connection closed, so a receiver cannot make us download megabytes.
+    # connection closed, so a receiver cannot make us download megabytes. Bytes as sent, never
+    # decompressed (we ask for identity): a small compressed body cannot expand into a large one.
     try:
-        data: bytes = response.raw.read(RESPONSE_READ_LIMIT_BYTES, decode_content=True)
+        data: bytes = response.raw.read(RESPONSE_READ_LIMIT_BYTES, decode_content=False)
     except (urllib3.exceptions.HTTPError, OSError):
         return b""
     return data
