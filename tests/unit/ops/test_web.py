@@ -195,12 +195,21 @@ def test_edit_enable_disable_rotate_and_delete(client, registry):
 
 
 def test_send_test_event_goes_to_this_endpoint_only(client, registry, enqueued):
-    endpoint = registry.add("https://a.example/", ["user_created"])
+    endpoint = registry.add("https://a.example/", ["user_created", "company_created"])
     page = f"/endpoints/{endpoint.id}"
     response = post(client, f"{page}/test-event", page, event_name="company_created")
     assert response.status_code == 302
     ((endpoint_id, event_id, body),) = [call.args for call in enqueued]
     assert endpoint_id == endpoint.id and '"name":"company_created"' in body
+
+
+def test_a_test_event_the_endpoint_does_not_subscribe_to_is_refused(client, registry, enqueued):
+    endpoint = registry.add("https://a.example/", ["user_created"])
+    page = f"/endpoints/{endpoint.id}"
+    assert "<option>company_created</option>" not in client.get(page).get_data(as_text=True)
+    response = post(client, f"{page}/test-event", page, event_name="company_created")
+    assert response.status_code == 302 and enqueued == []
+    assert "does not subscribe to company_created" in client.get(page).get_data(as_text=True)
 
 
 def test_a_yaml_registry_makes_the_pages_read_only(tmp_path):

@@ -20,7 +20,9 @@ from webhooks.pipeline.attempt import Made
 from webhooks.registry import Endpoint, MemoryRegistry
 from webhooks.signing import HEADER, verify
 
-BODY = '{"id":"evt_1","name":"user_created","scope":"service"}'
+#: An event's envelope (spec 2.1): what the delivery tasks check before signing (pipeline/guard.py).
+TIMES = '"occurred_at":"2026-11-24T09:00:00Z","created_at":"2026-11-24T09:00:00Z","updated_at":"2026-11-24T09:00:00Z"'
+BODY = '{"id":"evt_1","name":"user_created","scope":"service",' + TIMES + "}"
 URL = "https://crm.example.com/hooks"
 SECRET = "whsec_meta_0123456789abcdef"
 
@@ -201,7 +203,7 @@ def test_a_retry_reason_reads_as_a_sentence_in_flower():
 
 
 def body(n):
-    return f'{{"id":"evt_{n}","name":"user_created","scope":"service"}}'
+    return f'{{"id":"evt_{n}","name":"user_created","scope":"service",{TIMES}}}'
 
 
 def deliver_many(count, endpoint_id="crm", **options):

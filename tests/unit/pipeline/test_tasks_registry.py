@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import responses
 
+from tests.unit.pipeline.test_tasks import BODY
 from webhooks.errors import RegistryUnavailableError
 from webhooks.pipeline import tasks
 from webhooks.registry import Endpoint, MemoryRegistry
 
 URL = "https://crm.example.com/hooks"
-BODY = '{"id":"evt_1","name":"user_created"}'
 
 
 class FlakyRegistry(MemoryRegistry):

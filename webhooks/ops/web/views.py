@@ -177,6 +177,8 @@ def test_event(endpoint_id: str) -> Response:
     name = request.form.get("event_name", "")
     if name not in EVENT_NAMES:
         flash(f"Choose one of the {len(EVENT_NAMES)} event kinds; {name!r} is not one.", "error")
+    elif name not in endpoint.events:  # workers refuse to sign it (pipeline/guard.py)
+        flash(f"This endpoint does not subscribe to {name}; choose one of the events it receives.", "error")
     else:
         event_id = send_test_event(endpoint.id, name)
         flash(f"Test event {name} ({event_id}) sent to this endpoint.", "success")
