@@ -79,3 +79,12 @@ def redis_queue(monkeypatch: pytest.MonkeyPatch) -> RedisQueue:
 def enqueued(redis_queue: RedisQueue) -> Enqueued:
     """Every task the code under test enqueues, read back from the fakeredis broker."""
     return Enqueued(redis_queue.client)
+
+
+@pytest.fixture(autouse=True)
+def fresh_memory_store() -> Iterator[None]:
+    """Each test gets its own ``memory://`` store (sessions, sign-in throttle), as each process does."""
+    yield
+    from webhooks.log import store_client
+
+    store_client.cache_clear()

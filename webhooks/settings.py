@@ -115,6 +115,19 @@ class Settings(BaseSettings):
     max_event_bytes: int = Field(
         256 * 1024, ge=1024, description="Largest serialized event publish_event() accepts, in bytes."
     )
+    session_lifetime_seconds: int = Field(
+        12 * 3600, ge=60, description="Seconds a settings-page sign-in lasts (the session and its cookie)."
+    )
+    insecure_cookies: bool = Field(
+        False, description="Send the settings page's cookie over plain HTTP too (local development only)."
+    )
+    trusted_proxies: int = Field(
+        0,
+        ge=0,
+        le=10,
+        description="How many reverse proxies in front of the settings page set X-Forwarded-For (and -Proto); "
+        "0 uses the connection's address.",
+    )
     admin_password: SecretStr | None = Field(None, description="The operator's password for the settings page.")
     secret_key: SecretStr | None = Field(None, description="Key that signs the settings page's session cookies.")
 

@@ -13,7 +13,7 @@ from webhooks.errors import ConfigurationError
 from webhooks.log import Attempt, DeliveryLog, State
 from webhooks.log.records import state_after
 from webhooks.ops.web import create_app
-from webhooks.ops.web.auth import FREE_ATTEMPTS, LoginThrottle
+from webhooks.ops.web.sessions import FREE_ATTEMPTS, LoginThrottle
 from webhooks.registry import Endpoint, RedisRegistry, YamlRegistry
 from webhooks.settings import Settings
 
@@ -90,7 +90,7 @@ def test_a_wrong_password_is_refused_and_repeated_ones_are_slowed_down(app):
 
 def test_the_throttle_doubles_the_wait_and_forgets_after_success():
     now = [0.0]
-    throttle = LoginThrottle(clock=lambda: now[0])
+    throttle = LoginThrottle(fakeredis.FakeRedis(decode_responses=True), clock=lambda: now[0])
     for _ in range(FREE_ATTEMPTS):
         assert throttle.wait_seconds("a") == 0
         throttle.failed("a")

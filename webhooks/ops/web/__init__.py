@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import redis
 from flask import Flask
 from flask_wtf.csrf import CSRFProtect
 
@@ -20,9 +21,13 @@ from webhooks.settings import Settings, get_settings
 
 
 def create_app(
-    settings: Settings | None = None, registry: Registry | None = None, log: DeliveryLog | None = None
+    settings: Settings | None = None,
+    registry: Registry | None = None,
+    log: DeliveryLog | None = None,
+    store: redis.Redis | None = None,
 ) -> Flask:
-    """Build the settings page for ``settings`` (default: the process settings), ``registry`` and ``log``."""
+    """Build the settings page for ``settings`` (default: the process settings), ``registry`` and ``log``;
+    sessions and the sign-in throttle live in ``store`` (default: the store Redis the settings name)."""
     settings = settings or get_settings()
     if settings.admin_password is None:
         raise ConfigurationError(
@@ -37,14 +42,14 @@ def create_app(
     app.config.update(
         SECRET_KEY=settings.secret_key.get_secret_value(),
         SESSION_COOKIE_HTTPONLY=True,
-        SESSION_COOKIE_SAMESITE="Lax",
+        SESSION_COOKIE_SAMESITE="Lax",  # Secure and the lifetime: auth.init_app
         WTF_CSRF_TIME_LIMIT=None,  # the token lives as long as the signed session
     )
-    app.extensions["webhooks"] = Services(settings, registry=registry, log=log)
+    app.extensions["webhooks"] = Services(settings, registry=registry, log=log, store=store)
     app.jinja_env.filters["when"] = when
     app.jinja_env.filters["masked_url"] = masked_url
     CSRFProtect(app)
-    auth.init_app(app, settings.admin_password.get_secret_value())
+    auth.init_app(app, settings)
     app.register_blueprint(views.blueprint)
     errors.init_app(app)
     return app
