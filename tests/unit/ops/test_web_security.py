@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import fakeredis
 import pytest
 from pydantic import SecretStr
@@ -242,3 +244,51 @@ def test_a_page_fetched_between_the_login_form_and_its_post_keeps_the_form_valid
     token = csrf_of(client.get("/login"))
     assert client.get("/favicon.ico").status_code == 302
     assert client.post("/login", data={"password": PASSWORD, "csrf_token": token}).status_code == 302
+
+
+# Headers.
+
+SECURITY_HEADERS = {
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
+
+def test_every_response_carries_a_strict_csp_and_the_security_headers():
+    app = make_app()
+    endpoint = app.extensions["webhooks"].registry.add("https://a.example/", ["all"])
+    client = app.test_client()
+    anonymous = [client.get(path) for path in ("/login", "/", "/static/app.js", "/no-such-page")]
+    sign_in(client)
+    signed_in = [client.get(path) for path in ("/", f"/endpoints/{endpoint.id}", "/no-such-page")]
+    for response in anonymous + signed_in:
+        csp = response.headers["Content-Security-Policy"]
+        assert "script-src 'self';" in csp and "frame-ancestors 'none'" in csp and "unsafe-inline" not in csp
+        assert {name: response.headers.get(name) for name in SECURITY_HEADERS} == SECURITY_HEADERS
+        response.close()
+
+
+def test_a_page_showing_a_secret_is_not_stored_by_any_cache():
+    app = make_app()
+    endpoint = app.extensions["webhooks"].registry.add("https://a.example/", ["all"])
+    client = app.test_client()
+    sign_in(client)
+    page = f"/endpoints/{endpoint.id}"
+    revealed = client.post(f"{page}/reveal", data={"csrf_token": csrf_of(client.get(page))})
+    assert endpoint.secret in revealed.get_data(as_text=True)
+    assert revealed.headers["Cache-Control"] == "no-store"
+    with client.get("/static/style.css") as static:
+        assert static.headers.get("Cache-Control") != "no-store"
+
+
+def test_no_template_holds_inline_script_style_or_event_handlers():
+    from pathlib import Path
+
+    import webhooks.ops.web
+
+    templates = Path(webhooks.ops.web.__file__).parent / "templates"
+    for template in templates.glob("*.html"):
+        text = template.read_text(encoding="utf-8")
+        assert "<script>" not in text and "<style" not in text and " style=" not in text, template.name
+        assert not re.search(r"\son[a-z]+=", text), template.name
