@@ -149,8 +149,8 @@ def send(
     except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
         if watched.expired:
             error = f"DeadlineExceeded: no complete response within {seconds:g} s"
-        else:
-            error = f"{type(exc).__name__}: {exc}"
+        else:  # messages may quote the URL: never its password
+            error = f"{type(exc).__name__}: {exc}".replace(endpoint.url, masked_url(endpoint.url))
         return AttemptResult(Outcome.RETRY, None, _elapsed_ms(started), error=error)
     return AttemptResult(classify(status_code), status_code, _elapsed_ms(started), excerpt)
 
