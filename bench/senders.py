@@ -42,7 +42,7 @@ def ours_settings(harness: Harness, **overrides: str) -> dict[str, str]:
         "BROKER_URL": redis_url(harness, OURS_DB),
         "REDIS_URL": redis_url(harness, STORE_DB),
         "REGISTRY": "redis",
-        "ALLOW_PRIVATE_NETWORKS": "true",  # the receiver is on loopback
+        "ALLOW_PRIVATE_NETWORKS": "127.0.0.0/8",  # the receiver is on loopback; the SSRF guard still runs
         **overrides,
     }
     return {f"WEBHOOKS_{name}": value for name, value in settings.items()}

@@ -51,7 +51,8 @@ class Enqueued:
         return self.calls()[index]
 
     def __eq__(self, other: object) -> bool:
-        return self.calls() == other
+        # ``enqueued == []``: nothing at all, no event in the inbox either.
+        return self.calls() == other and (other != [] or not self.client.llen(KEY_INBOX))
 
     def __repr__(self) -> str:
         return repr(self.calls())
@@ -79,3 +80,12 @@ def redis_queue(monkeypatch: pytest.MonkeyPatch) -> RedisQueue:
 def enqueued(redis_queue: RedisQueue) -> Enqueued:
     """Every task the code under test enqueues, read back from the fakeredis broker."""
     return Enqueued(redis_queue.client)
+
+
+@pytest.fixture(autouse=True)
+def fresh_memory_store() -> Iterator[None]:
+    """Each test gets its own ``memory://`` store (sessions, sign-in throttle), as each process does."""
+    yield
+    from webhooks.log import store_client
+
+    store_client.cache_clear()

@@ -110,8 +110,15 @@ UtcDatetime = Annotated[
 """An aware instant in UTC, written on the wire as ``YYYY-MM-DDTHH:MM:SSZ``."""
 
 
-def _json_copy(value: Any, where: str = "") -> Any:
-    """Deep-copy a free-form value, refusing what JSON would silently change (sets, NaN, dates, ...)."""
+#: Deepest nesting of a free-form value: far beyond real records, far below Python's recursion limit.
+MAX_NESTING_LEVELS = 64
+
+
+def _json_copy(value: Any, where: str = "", depth: int = 0) -> Any:
+    """Deep-copy a free-form value, refusing what JSON would silently change (sets, NaN, dates, ...)
+    and nesting deeper than MAX_NESTING_LEVELS (a RecursionError would escape otherwise)."""
+    if depth > MAX_NESTING_LEVELS and isinstance(value, Mapping | list | tuple):
+        raise _fail("json_depth", f"The value at {where} is nested more than {MAX_NESTING_LEVELS} levels deep.")
     if isinstance(value, Mapping):
         copy: dict[str, Any] = {}
         for key, item in value.items():
@@ -120,10 +127,12 @@ def _json_copy(value: Any, where: str = "") -> Any:
                     "json_key",
                     f"Key {_show(key)} at {where or 'the top level'} is not a string; JSON keys must be strings.",
                 )
-            copy[key] = _json_copy(item, f"{where}.{key}" if where else key)
+            copy[key] = _json_copy(item, f"{where}.{key}" if where else key, depth + 1)
         return copy
     if isinstance(value, list | tuple):
-        return [_json_copy(item, f"{where}.{index}" if where else str(index)) for index, item in enumerate(value)]
+        return [
+            _json_copy(item, f"{where}.{index}" if where else str(index), depth + 1) for index, item in enumerate(value)
+        ]
     if value is None or isinstance(value, str | int) or (isinstance(value, float) and math.isfinite(value)):
         return value
     raise _fail("json_value", f"Value {_show(value)} at {where} cannot be written as JSON unchanged.")
@@ -391,12 +400,20 @@ def build_event(
         raise InvalidEventError(_describe(f"The {name} event", error.errors())) from error
 
 
-def serialize(event: Event) -> bytes:
+def serialize(event: Event, *, max_bytes: int | None = None) -> bytes:
     """The exact body to sign and send: compact UTF-8 JSON, fields in spec order, no nulls.
 
     ``exclude_none`` drops only model fields that are None; members of free-form objects are kept.
+    A body over ``max_bytes`` raises InvalidEventError: it would be stored once per delivery and
+    once per task message, and sent to every receiver.
     """
-    return event.model_dump_json(exclude_none=True).encode()
+    body = event.model_dump_json(exclude_none=True).encode()
+    if max_bytes is not None and len(body) > max_bytes:
+        raise InvalidEventError(
+            f"The {event.name} event {event.id} is {len(body):,} bytes serialized; "
+            f"at most {max_bytes:,} are published (WEBHOOKS_MAX_EVENT_BYTES)."
+        )
+    return body
 
 
 def parse_event(body: bytes) -> Event:

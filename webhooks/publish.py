@@ -20,6 +20,7 @@ from webhooks.events import Company, Event, Relationship, User, build_event, ser
 from webhooks.queue import queue_for
 from webhooks.queue.base import delivery_call
 from webhooks.samples import sample_event_kwargs
+from webhooks.settings import get_settings
 
 #: The keys an event mapping given to publish_events() may have: publish_event's arguments.
 EVENT_FIELDS = frozenset({"name", "user", "company", "relationship", "properties", "occurred_at", "event_id"})
@@ -51,8 +52,9 @@ def publish_event(
         event_id=event_id,
         now=datetime.now(UTC),
     )
+    body = serialize(event, max_bytes=get_settings().max_event_bytes).decode("utf-8")
     with _broker(f"Event {event.id} was not published") as app:
-        queue_for(app).publish([(event.name, event.id, serialize(event).decode("utf-8"))])
+        queue_for(app).publish([(event.name, event.id, body)])
     return event.id
 
 
@@ -64,8 +66,10 @@ def publish_events(events: Iterable[Mapping[str, Any]]) -> list[str]:
     """
     now = datetime.now(UTC)
     built = [_build(position, fields, now) for position, fields in enumerate(events)]
+    limit = get_settings().max_event_bytes
+    bodies = [(event.name, event.id, serialize(event, max_bytes=limit).decode("utf-8")) for event in built]
     with _broker(f"None of the {len(built)} events was published") as app:
-        queue_for(app).publish([(event.name, event.id, serialize(event).decode("utf-8")) for event in built])
+        queue_for(app).publish(bodies)
     return [event.id for event in built]
 
 

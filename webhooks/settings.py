@@ -6,15 +6,16 @@ the HTTP session are built from a :class:`Settings` instance, and tests build th
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import sys
-from typing import Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from kombu.utils.url import maybe_sanitize_url
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import BeforeValidator, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from webhooks.errors import ConfigurationError
 
@@ -24,11 +25,44 @@ MAX_ATTEMPTS = MAX_RETRIES + 1
 
 #: Broker URL schemes that can hold the registry and the delivery log too (``memory://``: the demo's fakeredis).
 STORE_BROKER_SCHEMES = frozenset({"redis", "rediss", "memory"})
+#: Shortest operator password the settings page starts with: with the sign-in throttle, too long to guess.
+MIN_ADMIN_PASSWORD_LENGTH = 12
+#: Shortest session key: it signs the session cookies, so it must be as hard to guess as a 256-bit key written out.
+MIN_SECRET_KEY_LENGTH = 32
 
-#: Seconds added to the HTTP time-outs to give a delivery task its soft time limit.
+#: Seconds added to the attempt deadline to give a delivery task its soft time limit.
 TASK_TIME_MARGIN_SECONDS = 5
 #: Seconds the default visibility timeout adds to the task time limit.
 VISIBILITY_MARGIN_SECONDS = 10
+#: Seconds added to the connect and read time-outs to give an attempt its default deadline (sending the body).
+ATTEMPT_DEADLINE_MARGIN_SECONDS = 5
+
+
+#: CIDR ranges deliveries may reach besides public addresses.
+Networks = tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
+
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_FALSE = frozenset({"false", "0", "no", "off", ""})
+
+
+def _private_networks(value: object) -> object:
+    """``true``/``false`` as booleans, ``127.0.0.0/8,10.1.0.0/16`` as a tuple of networks."""
+    if isinstance(value, str):
+        if value.strip().lower() in _TRUE | _FALSE:
+            return value.strip().lower() in _TRUE
+        value = [part for part in value.split(",") if part.strip()]
+    if isinstance(value, list | tuple):
+        networks = []
+        for part in value:
+            try:
+                networks.append(ipaddress.ip_network(str(part).strip()))
+            except ValueError:
+                raise ValueError(
+                    f"{str(part).strip()!r} is not a CIDR range such as 10.1.0.0/16; "
+                    "give true, false or a comma-separated list of ranges."
+                ) from None
+        return tuple(networks)
+    return value
 
 
 class Settings(BaseSettings):
@@ -44,6 +78,12 @@ class Settings(BaseSettings):
     )
     connect_timeout: float = Field(5.0, gt=0, description="Seconds to wait for a receiver's TCP/TLS connection.")
     read_timeout: float = Field(15.0, gt=0, description="Seconds to wait for a receiver's response.")
+    attempt_deadline_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="Most seconds one attempt may take in all (connect, send, response and its body, whatever the "
+        "receiver does); default: WEBHOOKS_CONNECT_TIMEOUT + WEBHOOKS_READ_TIMEOUT + 5.",
+    )
     retry_backoff: int = Field(30, ge=1, description="Ceiling of the first retry delay; it doubles on each retry.")
     retry_backoff_max: int = Field(1800, ge=1, description="Largest retry delay ceiling.")
     visibility_timeout: int | None = Field(
@@ -62,8 +102,10 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(
         64, ge=1, le=1000, description="Deliveries one worker process sends at once (threads or child processes)."
     )
-    allow_private_networks: bool = Field(
-        False, description="Deliver to loopback, private and link-local addresses (tests and local development only)."
+    allow_private_networks: Annotated[bool | Networks, NoDecode, BeforeValidator(_private_networks)] = Field(
+        False,
+        description="Deliver to loopback and private addresses: `true` (any but link-local), or a comma-separated "
+        "list of CIDR ranges such as `127.0.0.0/8,10.1.0.0/16` (link-local ones only when listed).",
     )
     delivery_log_retention: int = Field(
         7 * 24 * 3600, ge=60, description="Seconds a delivery stays in the delivery log after its last attempt."
@@ -74,8 +116,34 @@ class Settings(BaseSettings):
     log_format: Literal["kv", "json"] = Field(
         "kv", description="Worker log lines as `key=value` text (`kv`) or one JSON object per line (`json`)."
     )
+    max_event_bytes: int = Field(
+        256 * 1024, ge=1024, description="Largest serialized event publish_event() accepts, in bytes."
+    )
+    session_lifetime_seconds: int = Field(
+        12 * 3600, ge=60, description="Seconds a settings-page sign-in lasts (the session and its cookie)."
+    )
+    insecure_cookies: bool = Field(
+        False, description="Send the settings page's cookie over plain HTTP too (local development only)."
+    )
+    trusted_proxies: int = Field(
+        0,
+        ge=0,
+        le=10,
+        description="How many reverse proxies in front of the settings page set X-Forwarded-For (and -Proto); "
+        "0 uses the connection's address.",
+    )
     admin_password: SecretStr | None = Field(None, description="The operator's password for the settings page.")
     secret_key: SecretStr | None = Field(None, description="Key that signs the settings page's session cookies.")
+
+    @field_validator("admin_password")
+    @classmethod
+    def _password_is_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        return _long_enough(value, MIN_ADMIN_PASSWORD_LENGTH, "The operator password")
+
+    @field_validator("secret_key")
+    @classmethod
+    def _key_is_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        return _long_enough(value, MIN_SECRET_KEY_LENGTH, "The session key")
 
     @property
     def store_url(self) -> str:
@@ -83,9 +151,19 @@ class Settings(BaseSettings):
         return self.redis_url or self.broker_url
 
     @property
+    def attempt_deadline(self) -> float:
+        """Seconds one attempt may take in all; the HTTP session cuts it there."""
+        if self.attempt_deadline_seconds is not None:
+            return self.attempt_deadline_seconds
+        return self.connect_timeout + self.read_timeout + ATTEMPT_DEADLINE_MARGIN_SECONDS
+
+    @property
     def task_soft_time_limit(self) -> int:
-        """Seconds after which a delivery attempt is abandoned and counted as failed (then retried)."""
-        return math.ceil(self.connect_timeout + self.read_timeout) + TASK_TIME_MARGIN_SECONDS
+        """Seconds after which a delivery attempt is abandoned and counted as failed (then retried).
+
+        Past the attempt's own deadline, so it only ever cuts an attempt the deadline failed to.
+        """
+        return math.ceil(self.attempt_deadline) + TASK_TIME_MARGIN_SECONDS
 
     @property
     def task_time_limit(self) -> int:
@@ -116,10 +194,21 @@ class Settings(BaseSettings):
         if self.broker_visibility_timeout <= self.task_time_limit:
             raise ValueError(
                 f"WEBHOOKS_VISIBILITY_TIMEOUT ({self.broker_visibility_timeout} s) must exceed the task time limit "
-                f"({self.task_time_limit} s, from the connect and read time-outs); otherwise Redis hands a delivery "
+                f"({self.task_time_limit} s, from the attempt deadline); otherwise Redis hands a delivery "
                 "that is still running to another worker and its receiver gets it twice."
             )
         return self
+
+
+def _long_enough(value: SecretStr | None, minimum: int, what: str) -> SecretStr | None:
+    """``value`` if unset or at least ``minimum`` characters long; a sentence (never the value) if not."""
+    if value is not None and len(value.get_secret_value()) < minimum:
+        length = len(value.get_secret_value())
+        raise ValueError(
+            f"{what} is {length} characters long; it must have at least {minimum}, e.g. the output of: "
+            "python -c 'import secrets; print(secrets.token_urlsafe(32))'."
+        )
+    return value
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -35,7 +35,10 @@ DEFAULT_TOLERANCE_SECONDS = 300
 _MAX_HEADER_LENGTH = 8192
 # Unix seconds have 10 digits until the year 2286; the cap keeps int() far from its digit limit.
 _MAX_TIMESTAMP_DIGITS = 15
-_HEX_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+# Exactly what sign() writes: lower-case hex (spec section 5, rule 2), and a timestamp without leading zeros,
+# so every header accepted here is accepted by Stripe's verifier of the same scheme (which signs int(t)).
+_HEX_SHA256 = re.compile(r"[0-9a-f]{64}")
+_TIMESTAMP = re.compile(rf"0|[1-9][0-9]{{0,{_MAX_TIMESTAMP_DIGITS - 1}}}")
 
 
 def sign(body: bytes, secret: str | Sequence[str], timestamp: int | None = None) -> str:
@@ -149,9 +152,9 @@ def _parse(header: str) -> tuple[str, list[bytes]]:
 
     timestamps: list[str] = []
     signatures: list[bytes] = []
+    # Spec section 5, rule 3: split on commas, then each component on its first "="; nothing is trimmed.
     for component in header.split(","):
         key, sep, value = component.partition("=")
-        key, value = key.strip(), value.strip()
         if not sep or not key:
             raise SignatureError(
                 f"The header component {_quote(component)} is not of the form key=value.", header=header
@@ -161,7 +164,8 @@ def _parse(header: str) -> tuple[str, list[bytes]]:
         elif key == SCHEME:
             if not _HEX_SHA256.fullmatch(value):
                 raise SignatureError(
-                    f"The {SCHEME} signature {_quote(value)} is not 64 hexadecimal characters.", header=header
+                    f"The {SCHEME} signature {_quote(value)} is not 64 lower-case hexadecimal characters.",
+                    header=header,
                 )
             signatures.append(bytes.fromhex(value))
         # Any other key (v0, v2, ...) belongs to a scheme we do not know and is ignored.
@@ -171,7 +175,7 @@ def _parse(header: str) -> tuple[str, list[bytes]]:
     if len(timestamps) > 1:
         raise SignatureError(f"The header has {len(timestamps)} t= timestamps; exactly one is expected.", header=header)
     (raw,) = timestamps
-    if not (raw.isascii() and raw.isdigit() and len(raw) <= _MAX_TIMESTAMP_DIGITS):
+    if not _TIMESTAMP.fullmatch(raw):
         raise SignatureError(f"The signature timestamp {_quote(raw)} is not a Unix time in seconds.", header=header)
     if not signatures:
         raise SignatureError(f"The header has no {SCHEME}= signature.", header=header)

@@ -92,7 +92,7 @@ def service_env(redis_server: RedisServer, registry: Path | str, **settings: str
         PYTHONUNBUFFERED="1",
         WEBHOOKS_BROKER_URL=redis_server.url,
         WEBHOOKS_REGISTRY=str(registry),
-        WEBHOOKS_ALLOW_PRIVATE_NETWORKS="true",
+        WEBHOOKS_ALLOW_PRIVATE_NETWORKS="127.0.0.0/8",  # the SSRF guard runs, loopback allowed
         WEBHOOKS_RETRY_BACKOFF="1",
         WEBHOOKS_RETRY_BACKOFF_MAX="1",
         WEBHOOKS_CONNECT_TIMEOUT="2",

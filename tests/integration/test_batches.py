@@ -26,7 +26,12 @@ def setup(broker, redis_server, receiver, tmp_path):
     registry = write_registry(
         tmp_path / "endpoints.yaml",
         [
-            {"id": id_, "url": receiver.url(f"/{id_}"), "secret": f"whsec_{id_}", "events": ["user_created"]}
+            {
+                "id": id_,
+                "url": receiver.url(f"/{id_}"),
+                "secret": f"whsec_{id_}_0123456789abcdef",
+                "events": ["user_created"],
+            }
             for id_ in ("batch-ok", "batch-flaky")
         ],
     )
@@ -48,7 +53,7 @@ def test_a_batch_delivers_every_event_once_signed_and_retries_a_failed_one_alone
     assert sorted(json.loads(request.body)["id"] for request in ok) == sorted(ids)  # each once
     for request in ok + received("/batch-flaky"):
         path = request.path.strip("/")
-        verify(request.body, request.headers[HEADER], f"whsec_{path}")
+        verify(request.body, request.headers[HEADER], f"whsec_{path}_0123456789abcdef")
     for event_id in ids:  # the retry sends the same bytes as the first attempt
         assert len({r.body for r in received("/batch-flaky") if json.loads(r.body)["id"] == event_id}) == 1
 

@@ -25,7 +25,7 @@ def endpoint(receiver, endpoint_id, events, path=None, enabled=True):
     return {
         "id": endpoint_id,
         "url": receiver.url(path or f"/{endpoint_id}"),
-        "secret": f"whsec_{endpoint_id}_secret",
+        "secret": f"whsec_{endpoint_id}_secret_0123456789abcdef",
         "events": events,
         "enabled": enabled,
     }
@@ -85,7 +85,7 @@ def test_each_endpoint_receives_exactly_its_subscribed_events_signed_with_its_se
             assert request.method == "POST"
             assert request.path == f"/{path_id}"
             assert request.headers["Content-Type"] == "application/json; charset=utf-8"
-            verify(request.body, request.headers[HEADER], f"whsec_{path_id}_secret")
+            verify(request.body, request.headers[HEADER], f"whsec_{path_id}_secret_0123456789abcdef")
             assert names[json.loads(request.body)["id"]] == json.loads(request.body)["name"]
     assert bodies(receiver, "/paused", names) == []
 

@@ -21,7 +21,12 @@ def setup(redis_server, receiver, tmp_path):
     registry = write_registry(
         tmp_path / "endpoints.yaml",
         [
-            {"id": id_, "url": receiver.url(f"/{id_}"), "secret": f"whsec_{id_}", "events": ["user_created"]}
+            {
+                "id": id_,
+                "url": receiver.url(f"/{id_}"),
+                "secret": f"whsec_{id_}_0123456789abcdef",
+                "events": ["user_created"],
+            }
             for id_ in ("inbox-a", "inbox-b")
         ],
     )
@@ -54,7 +59,7 @@ def test_events_published_one_at_a_time_share_one_fanout_task_and_reach_every_en
         requests = received(receiver, path, ids)
         assert sorted(json.loads(request.body)["id"] for request in requests) == sorted(ids)  # each once
         for request in requests:
-            verify(request.body, request.headers[HEADER], f"whsec{path.replace('/', '_')}")
+            verify(request.body, request.headers[HEADER], f"whsec{path.replace('/', '_')}_0123456789abcdef")
     assert not redis_server.client().exists(KEY_LEASE)
     assert "Traceback" not in worker.output()
 

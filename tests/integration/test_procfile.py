@@ -30,7 +30,14 @@ def honcho(redis_server, receiver, tmp_path):
     receiver.behaviours["/honcho"] = fail_first(1)
     registry = write_registry(
         tmp_path / "endpoints.yaml",
-        [{"id": "honcho", "url": receiver.url("/honcho"), "secret": "whsec_honcho", "events": ["user_created"]}],
+        [
+            {
+                "id": "honcho",
+                "url": receiver.url("/honcho"),
+                "secret": "whsec_honcho_0123456789abcdef",
+                "events": ["user_created"],
+            }
+        ],
     )
     env = service_env(redis_server, registry)
     env.update(

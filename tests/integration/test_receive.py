@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import re
 import signal
+import socket
 import subprocess
 from datetime import UTC, datetime
 
 import pytest
 import requests
 
+from tests.cli import invoke
 from tests.integration.conftest import BIN
 from tests.waiting import wait_until
 from webhooks.events import build_event, serialize
+from webhooks.ops.services import Services
 from webhooks.pipeline.http import build_headers, new_session, send
 from webhooks.registry import Endpoint
 from webhooks.samples import sample_event_kwargs
@@ -20,7 +23,7 @@ from webhooks.settings import Settings
 
 pytestmark = pytest.mark.integration
 
-SECRET = "whsec_receive_test"
+SECRET = "whsec_receive_test_0123456789abcdef"
 
 
 @pytest.fixture
@@ -67,3 +70,23 @@ def test_webhooks_receive_verifies_our_sender_and_rejects_a_tampered_request(rec
     )
     assert lines[1].endswith(f"user_created         {event.id}  attempt 2  signature verified  -> 200 delivered")
     assert lines[2].endswith("REJECTED: No v1 signature in the header matches the secret.  -> 400 rejected")
+
+
+def test_webhooks_receive_on_a_taken_port_is_one_sentence():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = invoke(Services(Settings()), "receive", "--port", str(port), "--secret", "whsec_x")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.stderr == f"Error: Cannot listen on 127.0.0.1:{port}: Address already in use.\n"
+
+
+def test_the_development_receiver_answers_a_bad_content_length_with_400_and_one_line(receive_command):
+    port = int(receive_command[0].rsplit(":", 1)[1])
+    for length in ("abc", "-1"):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+            connection.sendall(f"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n\r\n".encode())
+            answer = connection.makefile("rb").read()
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.0 400") and body.count(b"\n") == 1, answer

@@ -162,7 +162,7 @@ def test_fan_out_to_1000_endpoints_reads_the_registry_in_a_bounded_number_of_rou
             {
                 "id": f"bulk-{n:04d}",
                 "url": receiver.url(f"/bulk/{n}"),
-                "secret": f"whsec_bulk_{n}",
+                "secret": f"whsec_bulk__0123456789abcdef{n}",
                 "events": ["message_opened"],
             }
             for n in range(count)

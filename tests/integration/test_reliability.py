@@ -19,7 +19,14 @@ pytestmark = pytest.mark.integration
 def test_a_private_address_is_refused_at_send_time_and_not_retried(redis_server, receiver, tmp_path, start_worker):
     registry = write_registry(
         tmp_path / "endpoints.yaml",
-        [{"id": "inside", "url": receiver.url("/inside"), "secret": "whsec_x", "events": ["user_created"]}],
+        [
+            {
+                "id": "inside",
+                "url": receiver.url("/inside"),
+                "secret": "whsec_x_0123456789abcdef",
+                "events": ["user_created"],
+            }
+        ],
     )
     env = service_env(redis_server, registry, allow_private_networks="false")
     worker = start_worker(env)

@@ -8,6 +8,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -139,3 +140,37 @@ def test_an_operator_manages_an_endpoint_in_the_browser(site, browser, receiver)
     rotated = receiver.requests("/browser")[-1]
     for either in (new_secret, secret):  # both sign during the overlap
         verify(rotated.body, rotated.headers[HEADER], either)
+
+
+def test_sign_in_with_a_tab_in_next_stays_on_the_pages_origin(site, browser):
+    url, _, _ = site
+    page = browser.new_page()
+    page.goto(f"{url}/login?next=/%09/evil.example/")
+    page.fill("#password", PASSWORD)
+    page.click("button:has-text('Sign in')")
+    page.wait_for_selector("h1:has-text('Endpoints')")
+    assert urlsplit(page.url).netloc == urlsplit(url).netloc and urlsplit(page.url).path == "/"
+    page.close()
+
+
+def test_the_content_security_policy_blocks_an_injected_inline_script_and_lets_the_pages_own_script_run(site, browser):
+    url, _, _ = site
+    page = browser.new_page()
+    page.goto(f"{url}/endpoints/new")
+    page.fill("#password", PASSWORD)
+    page.click("button:has-text('Sign in')")
+    page.wait_for_selector("h1:has-text('Add endpoint')")
+    blocked = page.evaluate(
+        """() => new Promise((resolve) => {
+            document.addEventListener("securitypolicyviolation", (event) => resolve(event.effectiveDirective));
+            setTimeout(() => resolve("nothing blocked it"), 5000);  // only the failing case waits
+            const script = document.createElement("script");
+            script.textContent = "window.injected = true;";
+            document.body.appendChild(script);
+        })"""
+    )
+    assert blocked == "script-src-elem"
+    assert page.evaluate("window.injected === undefined")
+    page.click("fieldset:has(legend:has-text('Users')) button:has-text('Select all')")  # static/app.js still runs
+    assert page.locator("fieldset:has(legend:has-text('Users')) input:checked").count() >= 2
+    page.close()

@@ -126,6 +126,10 @@ def test_compose_worker_scales_and_everything_waits_for_a_healthy_redis():
     assert any("--basic-auth=${FLOWER_BASIC_AUTH:?" in part for part in services["flower"]["command"])
 
 
+def test_compose_publishes_flower_on_loopback_only():
+    assert compose()["services"]["flower"]["ports"] == ["127.0.0.1:${FLOWER_PORT:-5555}:5555"]
+
+
 def test_every_webhooks_variable_set_anywhere_is_a_setting():
     fields = {f"WEBHOOKS_{name.upper()}" for name in Settings.model_fields}
     environment = {key for service in our_services().values() for key in service.get("environment", {})}

@@ -8,6 +8,7 @@ from webhooks import InvalidEventError, publish_event, publish_events
 from webhooks.queue import EVENTS_PER_FANOUT
 from webhooks.queue.inbox import KEY_INBOX
 from webhooks.samples import sample_event_kwargs
+from webhooks.settings import get_settings
 
 
 def test_publish_serializes_once_into_the_inbox_as_a_batch_of_one(enqueued, redis_queue):
@@ -16,7 +17,7 @@ def test_publish_serializes_once_into_the_inbox_as_a_batch_of_one(enqueued, redi
     assert (name, queued_id) == ("user_created", event_id)
     assert json.loads(body)["id"] == event_id
     assert ", " not in body and ": " not in body  # compact
-    assert enqueued == []  # its fan-out is the inbox's (tests/unit/queue/test_inbox.py)
+    assert enqueued.calls() == []  # its fan-out is the inbox's (tests/unit/queue/test_inbox.py)
 
 
 def test_a_given_event_id_is_kept(enqueued):
@@ -60,4 +61,48 @@ def test_publish_events_publishes_none_when_one_is_bad(enqueued, bad, message):
 
 def test_publish_events_of_nothing_enqueues_nothing(enqueued):
     assert publish_events([]) == []
+    assert enqueued == []
+
+
+def oversized(limit):
+    kwargs = sample_event_kwargs("user_created")
+    kwargs["properties"] = {"blob": "x" * limit}
+    return kwargs
+
+
+def test_an_event_over_the_size_limit_is_refused_naming_its_size_and_the_limit(enqueued):
+    limit = get_settings().max_event_bytes
+    assert limit == 256 * 1024
+    with pytest.raises(InvalidEventError) as error:
+        publish_event("user_created", event_id="evt_big", **oversized(limit))
+    message = str(error.value)
+    assert message.startswith("The user_created event evt_big is 262,") and message.endswith(
+        " bytes serialized; at most 262,144 are published (WEBHOOKS_MAX_EVENT_BYTES)."
+    )
+    assert enqueued == []
+
+
+def test_one_event_over_the_size_limit_stops_the_whole_batch(enqueued):
+    limit = get_settings().max_event_bytes
+    events = [{"name": "user_created", **sample_event_kwargs("user_created")} for _ in range(3)]
+    events.append({"name": "user_created", **oversized(limit)})
+    with pytest.raises(InvalidEventError, match="WEBHOOKS_MAX_EVENT_BYTES"):
+        publish_events(events)
+    assert enqueued == [] and enqueued.events() == []
+
+
+def test_an_event_just_under_the_limit_is_published(enqueued):
+    limit = get_settings().max_event_bytes
+    assert publish_event("user_created", **oversized(limit - 1000))
+    ((_, _, body),) = enqueued.events()
+    assert len(body.encode()) <= limit
+
+
+def test_deeply_nested_properties_are_refused_in_a_sentence_not_a_recursion_error(enqueued):
+    nested: list = []
+    for _ in range(5000):
+        nested = [nested]
+    kwargs = sample_event_kwargs("user_created") | {"properties": {"a": nested}}
+    with pytest.raises(InvalidEventError, match="is nested more than 64 levels deep"):
+        publish_event("user_created", **kwargs)
     assert enqueued == []

@@ -39,20 +39,22 @@ __all__ = [
     "delivery_id",
     "open_delivery_log",
     "split_delivery_id",
+    "store_client",
 ]
 
 
 def open_delivery_log(settings: Settings) -> DeliveryLog:
     """The delivery log on the settings' Redis (``memory://``: this process's shared fakeredis)."""
     return DeliveryLog(
-        _client(settings.store_url),
+        store_client(settings.store_url),
         retention=settings.delivery_log_retention,
         max_records=settings.delivery_log_max_records,
     )
 
 
 @cache
-def _client(url: str) -> redis.Redis:
+def store_client(url: str) -> redis.Redis:
+    """The process's client of the store Redis at ``url`` (``memory://``: one shared fakeredis)."""
     if url.startswith("memory://"):
         import fakeredis
 

@@ -233,11 +233,13 @@ def run_demo(*, events: int, timeout: float, echo: Callable[[str], None], serve_
 
 
 def with_operator_login(settings: Settings) -> Settings:
-    """``settings`` with a generated password and session key where the environment set none."""
+    """``settings`` with a generated password and session key where the environment set none, and the
+    session cookie sent over the demo's plain HTTP (WEBHOOKS_INSECURE_COOKIES)."""
     return settings.model_copy(
         update={
-            "admin_password": settings.admin_password or SecretStr(secrets.token_urlsafe(12)),
+            "admin_password": settings.admin_password or SecretStr(secrets.token_urlsafe(16)),
             "secret_key": settings.secret_key or SecretStr(secrets.token_urlsafe(32)),
+            "insecure_cookies": True,
         }
     )
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from webhooks.log import DeliveryLog, open_delivery_log
+import redis
+
+from webhooks.log import DeliveryLog, open_delivery_log, store_client
 from webhooks.registry import Registry, open_registry
 from webhooks.settings import Settings, get_settings
 
@@ -17,7 +19,12 @@ class Services:
     """Settings and the stores they name. Each part is built when first used, unless given."""
 
     def __init__(
-        self, settings: Settings | None = None, *, registry: Registry | None = None, log: DeliveryLog | None = None
+        self,
+        settings: Settings | None = None,
+        *,
+        registry: Registry | None = None,
+        log: DeliveryLog | None = None,
+        store: redis.Redis | None = None,
     ) -> None:
         if settings is not None:
             self.settings = settings
@@ -25,6 +32,8 @@ class Services:
             self.registry = registry
         if log is not None:
             self.log = log
+        if store is not None:
+            self.store = store
 
     @cached_property
     def settings(self) -> Settings:
@@ -37,3 +46,8 @@ class Services:
     @cached_property
     def log(self) -> DeliveryLog:
         return open_delivery_log(self.settings)
+
+    @cached_property
+    def store(self) -> redis.Redis:
+        """The store Redis itself: the settings page keeps its sessions and sign-in throttle there."""
+        return store_client(self.settings.store_url)

@@ -100,6 +100,7 @@ def attempt(settings: Settings, endpoint: Endpoint, event_id: str, body: str, nu
             body.encode("utf-8"),
             timeout=(settings.connect_timeout, settings.read_timeout),
             now=now,
+            deadline_seconds=settings.attempt_deadline,
         )
     except SoftTimeLimitExceeded:
         result = AttemptResult(Outcome.RETRY, None, settings.task_soft_time_limit * 1000.0, error="TimeLimitExceeded")
@@ -147,8 +148,13 @@ def record(log: DeliveryLog, made: Sequence[Made]) -> None:
 
 
 def event_name(body: str) -> str:
-    """The envelope's ``name``, for the log's listing (the task carries ids and the body only)."""
-    name = json.loads(body).get("name", "")
+    """The envelope's ``name``, for the log's listing (the task carries ids and the body only); ``""`` for a
+    body that is not an event (a refused one)."""
+    try:
+        event = json.loads(body)
+    except (TypeError, ValueError):
+        return ""
+    name = event.get("name", "") if isinstance(event, dict) else ""
     return name if isinstance(name, str) else ""
 
 

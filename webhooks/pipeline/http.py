@@ -13,15 +13,16 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from urllib.parse import urlsplit
 
 import requests
 import urllib3.exceptions
 from requests_hardened import Config, HTTPSession
-from requests_hardened.ip_filter import InvalidIPAddress, get_ip_address
+from requests_hardened.ip_filter import InvalidIPAddress
 
 from webhooks.__about__ import __version__
-from webhooks.registry.base import Endpoint
+from webhooks.pipeline.address import AddressPolicy, PinnedAddressAdapter
+from webhooks.pipeline.deadline import WATCHED_POOL_CLASSES, deadline
+from webhooks.registry.base import Endpoint, masked_url
 from webhooks.settings import Settings
 from webhooks.signing import HEADER, sign
 
@@ -53,6 +54,7 @@ def build_headers(body: bytes, secrets: Sequence[str], timestamp: int) -> dict[s
         "Content-Type": CONTENT_TYPE,
         HEADER: sign(body, secrets, timestamp),
         "User-Agent": USER_AGENT,
+        "Accept-Encoding": "identity",
     }
 
 
@@ -73,45 +75,30 @@ class AttemptResult:
 
 
 def new_session(settings: Settings) -> requests.Session:
-    """A keep-alive session that never follows redirects and, unless allowed, refuses private addresses.
+    """A keep-alive session that never follows redirects and connects only to addresses the policy permits.
 
-    requests-hardened resolves the host, checks the address and connects to that same
+    ``address.PinnedAddressAdapter`` resolves the host, checks the address and connects to that same
     address (no second DNS lookup an attacker could rebind), as Saleor does for its webhooks.
     """
     session: requests.Session = HTTPSession(
         Config(
-            ip_filter_enable=not settings.allow_private_networks,
+            ip_filter_enable=False,  # the adapters below filter, with the ranges the settings allow
             ip_filter_allow_loopback_ips=False,
             never_redirect=True,
             default_timeout=(settings.connect_timeout, settings.read_timeout),
             user_agent_override=USER_AGENT,
         )
     )
+    policy = AddressPolicy.of(settings)
+    for prefix in ("http://", "https://"):
+        adapter = PinnedAddressAdapter(policy)
+        adapter.poolmanager.pool_classes_by_scheme = WATCHED_POOL_CLASSES  # each attempt under its deadline
+        session.mount(prefix, adapter)
     # Nothing from the environment: a proxy from HTTP(S)_PROXY would be the address the filter checks
     # instead of the receiver's, and ~/.netrc would hand a host's credentials to any receiver on it.
     # (It also spares every POST a scan of os.environ and a look for ~/.netrc.)
     session.trust_env = False
     return session
-
-
-def check_public_address(url: str) -> None:
-    """Refuse, with a sentence, a URL whose host resolves to an address deliveries would refuse.
-
-    Operators hear about it when they add the endpoint; the same rule is enforced again at
-    send time, after a fresh DNS lookup, because DNS can change in between.
-    """
-    parts = urlsplit(url)
-    host = (parts.hostname or "").strip("[]")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        get_ip_address(host, port, allow_loopback=False)
-    except InvalidIPAddress as exc:
-        raise ValueError(
-            f"The URL {url!r} points at {exc}, a loopback, private, link-local or reserved address; "
-            "deliveries there are refused (WEBHOOKS_ALLOW_PRIVATE_NETWORKS allows them for local development)."
-        ) from None
-    except OSError:
-        raise ValueError(f"The host of the URL {url!r} cannot be resolved.") from None
 
 
 _local = threading.local()
@@ -126,35 +113,54 @@ def thread_session(settings: Settings) -> requests.Session:
 
 
 def send(
-    session: requests.Session, endpoint: Endpoint, body: bytes, *, timeout: tuple[float, float], now: datetime
+    session: requests.Session,
+    endpoint: Endpoint,
+    body: bytes,
+    *,
+    timeout: tuple[float, float],
+    now: datetime,
+    deadline_seconds: float | None = None,
 ) -> AttemptResult:
-    """POST ``body`` to the endpoint, signed with its current secret(s) at ``now``."""
+    """POST ``body`` to the endpoint, signed with its current secret(s) at ``now``.
+
+    ``timeout`` bounds each wait (connect, then each read); ``deadline_seconds`` the whole attempt, body
+    read included, whatever the receiver does (default: the two time-outs together).
+    """
     headers = build_headers(body, endpoint.signing_secrets(now), int(now.timestamp()))
     started = time.perf_counter()
+    seconds = sum(timeout) if deadline_seconds is None else deadline_seconds
     try:
-        with session.post(
-            endpoint.url, data=body, headers=headers, timeout=timeout, allow_redirects=False, stream=True
-        ) as response:
+        with (
+            deadline(seconds) as watched,
+            session.post(
+                endpoint.url, data=body, headers=headers, timeout=timeout, allow_redirects=False, stream=True
+            ) as response,
+        ):
             status_code = response.status_code
-            excerpt = _read_excerpt(response)
+            excerpt = _read_excerpt(response)  # cut short if the deadline passes; the status stands (spec 4.1)
     except InvalidIPAddress as exc:
         return AttemptResult(
             Outcome.DROP,
             None,
             _elapsed_ms(started),
-            error=f"UnsafeAddress: {endpoint.url} resolves to {exc}, a loopback, private, link-local or reserved "
-            "address; delivery refused (WEBHOOKS_ALLOW_PRIVATE_NETWORKS allows it for local development)",
+            error=f"UnsafeAddress: {masked_url(endpoint.url)} resolves to {exc}, a loopback, private, link-local or "
+            "reserved address; delivery refused (WEBHOOKS_ALLOW_PRIVATE_NETWORKS allows it: true, or CIDR ranges)",
         )
     except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
-        return AttemptResult(Outcome.RETRY, None, _elapsed_ms(started), error=f"{type(exc).__name__}: {exc}")
+        if watched.expired:
+            error = f"DeadlineExceeded: no complete response within {seconds:g} s"
+        else:  # messages may quote the URL: never its password
+            error = f"{type(exc).__name__}: {exc}".replace(endpoint.url, masked_url(endpoint.url))
+        return AttemptResult(Outcome.RETRY, None, _elapsed_ms(started), error=error)
     return AttemptResult(classify(status_code), status_code, _elapsed_ms(started), excerpt)
 
 
 def _read_excerpt(response: requests.Response) -> bytes:
     # A short body read to its end leaves the connection reusable; a long one is cut and the
-    # connection closed, so a receiver cannot make us download megabytes.
+    # connection closed, so a receiver cannot make us download megabytes. Bytes as sent, never
+    # decompressed (we ask for identity): a small compressed body cannot expand into a large one.
     try:
-        data: bytes = response.raw.read(RESPONSE_READ_LIMIT_BYTES, decode_content=True)
+        data: bytes = response.raw.read(RESPONSE_READ_LIMIT_BYTES, decode_content=False)
     except (urllib3.exceptions.HTTPError, OSError):
         return b""
     return data

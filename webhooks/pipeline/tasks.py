@@ -47,6 +47,7 @@ from webhooks.errors import (
 from webhooks.log import DeliveryLog, State, open_delivery_log
 from webhooks.pipeline.attempt import FailedAttempt, Made, attempt, record, refusal
 from webhooks.pipeline.fanout import fan_out
+from webhooks.pipeline.guard import unsendable
 from webhooks.queue import EVENTS_PER_FANOUT, FANOUT_INBOX_TASK, FANOUT_MANY_TASK, TaskCall, queue_for
 from webhooks.queue.base import (
     DELIVER_MANY_TASK,
@@ -224,6 +225,8 @@ def deliver(self: Task[[str, str, str], None], endpoint_id: str, event_id: str, 
     endpoint = current_endpoint(endpoint_id)
     if isinstance(endpoint, str):
         made = refusal(endpoint_id, event_id, body, number, endpoint)
+    elif why := unsendable(endpoint, event_id, body):  # not an event this endpoint takes: never signed
+        made = refusal(endpoint_id, event_id, body, number, why)
     else:
         made = attempt(settings, endpoint, event_id, body, number)
     if made.state in (State.DELIVERED, State.DROPPED):
@@ -261,6 +264,9 @@ def deliver_many(
     for event_id, body in deliveries:
         if not keeps_sending(time.monotonic() - started, len(made), len(deliveries)):
             break
+        if why := unsendable(endpoint, event_id, body):  # not an event this endpoint takes: never signed
+            made.append(refusal(endpoint_id, event_id, body, number, why))
+            continue
         one = attempt(settings, endpoint, event_id, body, number)
         made.append(one.scheduled(retry_countdown(number)) if one.state is State.RETRYING else one)
     record(delivery_log(), made)

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 FAIL_ON_PURPOSE_STATUS = 503
 #: Status it answers to a request whose signature does not verify.
 REJECTED_STATUS = 400
-#: Largest request body the development receiver reads.
+#: Largest request body the development receiver accepts (413 beyond it); it reads and verifies all of one.
 MAX_BODY_BYTES = 1024 * 1024
 
 
@@ -98,7 +98,14 @@ class ReceiverApp:
             return _answer(start_response, HTTPStatus.NOT_FOUND, f"No endpoint is served at {path}.")
         if environ["REQUEST_METHOD"] != "POST":
             return _answer(start_response, HTTPStatus.METHOD_NOT_ALLOWED, "Deliveries are POST requests.")
-        body = environ["wsgi.input"].read(min(int(environ.get("CONTENT_LENGTH") or 0), MAX_BODY_BYTES))
+        length = environ.get("CONTENT_LENGTH") or "0"
+        if not (length.isascii() and length.isdigit()):
+            text = f"The Content-Length header {length[:40]!r} is not a whole number of bytes."
+            return _answer(start_response, HTTPStatus.BAD_REQUEST, text)
+        if int(length) > MAX_BODY_BYTES:
+            text = f"The body is {int(length)} bytes; this receiver accepts at most {MAX_BODY_BYTES}."
+            return _answer(start_response, HTTPStatus.REQUEST_ENTITY_TOO_LARGE, text)
+        body = environ["wsgi.input"].read(int(length))  # all of it: a cut body would fail verification
         event_name, event_id = _name_and_id(body)
         try:
             verify_request(environ, body, route.secrets, tolerance=route.tolerance)

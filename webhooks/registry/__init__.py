@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from webhooks.errors import ReadOnlyRegistryError
-from webhooks.registry.base import Endpoint, Registry, SaveResult, WritableRegistry, check_events, check_url
+from webhooks.registry.base import Endpoint, Registry, SaveResult, WritableRegistry, check_events, check_url, masked_url
 from webhooks.registry.memory import MemoryRegistry
 from webhooks.registry.redis import RedisRegistry
 from webhooks.registry.yaml import YamlRegistry
@@ -19,6 +19,7 @@ __all__ = [
     "YamlRegistry",
     "check_events",
     "check_url",
+    "masked_url",
     "open_registry",
     "use_registry",
     "writable",

@@ -23,6 +23,11 @@ ENDPOINT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
 #: After a secret rotation the previous secret keeps signing this long: a day for receivers to switch.
 DEFAULT_OVERLAP_SECONDS = 86_400
 
+#: Shortest signing secret accepted: a receiver's HMAC key must not be guessable (generated ones have 49).
+MIN_SECRET_LENGTH = 24
+#: The secret of the sample registry file (config/endpoints.yaml): public, so never a real endpoint's.
+PLACEHOLDER_SECRET = "whsec_replace_me_with_32_random_bytes_before_use"
+
 #: What saving an endpoint did: a registry import reports these counts.
 SaveResult = Literal["added", "updated", "unchanged"]
 
@@ -37,14 +42,37 @@ def check_url(url: str) -> str:
         parts = urlsplit(url)
         parts.port  # noqa: B018 -- raises ValueError on a port that is not a number in range
     except ValueError:
-        raise ValueError(f"The URL {url!r} is not a valid URL.") from None
+        raise ValueError(f"The URL {masked_url(url)!r} is not a valid URL.") from None
     if parts.scheme not in ("http", "https"):
-        raise ValueError(f"The URL {url!r} must start with http:// or https://.")
+        raise ValueError(f"The URL {masked_url(url)!r} must start with http:// or https://.")
     if not parts.hostname:
-        raise ValueError(f"The URL {url!r} has no host name.")
+        raise ValueError(f"The URL {masked_url(url)!r} has no host name.")
     if _WHITE_SPACE.search(url):
-        raise ValueError(f"The URL {url!r} contains white space.")
+        raise ValueError(f"The URL {masked_url(url)!r} contains white space.")
     return url
+
+
+def masked_url(url: str) -> str:
+    """``url`` with any ``user:password@`` replaced by ``****@``: for pages, command output, logs and errors."""
+    scheme, separator, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    if not separator or "@" not in authority:
+        return url
+    return f"{scheme}://****@{authority.rpartition('@')[2]}{slash}{path}"
+
+
+def check_secret(secret: str) -> str:
+    """Return ``secret`` if it may sign deliveries; raise ValueError with a sentence (never quoting it) if not."""
+    if secret == PLACEHOLDER_SECRET:
+        raise ValueError(
+            "The secret is the sample file's placeholder; replace it with a generated one, "
+            "e.g. the output of: python -c 'import secrets; print(secrets.token_urlsafe(32))'."
+        )
+    if len(secret) < MIN_SECRET_LENGTH:
+        raise ValueError(
+            f"The secret is {len(secret)} characters long; a signing secret must have at least {MIN_SECRET_LENGTH}."
+        )
+    return secret
 
 
 def check_events(names: Iterable[str]) -> frozenset[EventName]:
@@ -69,7 +97,7 @@ class Endpoint(BaseModel):
 
     id: str = Field(pattern=ENDPOINT_ID_PATTERN)
     url: str
-    secret: str = Field(min_length=1, repr=False)
+    secret: str = Field(repr=False)
     events: frozenset[EventName]
     enabled: bool = True
     description: str = ""
@@ -81,6 +109,11 @@ class Endpoint(BaseModel):
     @classmethod
     def _check_url(cls, value: str) -> str:
         return check_url(value)
+
+    @field_validator("secret")
+    @classmethod
+    def _check_secret(cls, value: str) -> str:
+        return check_secret(value)
 
     @field_validator("events", mode="before")
     @classmethod

@@ -67,6 +67,15 @@ def test_publish_refuses_bad_data_with_a_sentence(enqueued, args, stdin, message
     assert enqueued == []
 
 
+@pytest.mark.parametrize("depth", [70, 100_000], ids=["deeper-than-events-allow", "deeper-than-python-parses"])
+def test_publish_refuses_deeply_nested_data_with_one_line(enqueued, depth):
+    data = '{"properties": {"a": ' + "[" * depth + "]" * depth + "}}"
+    result = invoke(SERVICES, "publish", "user_created", "--data", "-", input=data)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.stderr.count("\n") == 1 and "nested" in result.stderr
+    assert enqueued == []
+
+
 def test_publish_of_an_invalid_event_or_unknown_name_fails_and_enqueues_nothing(enqueued):
     result = invoke(SERVICES, "publish", "user_created", "--data", '{"user": {"id": "u_1", "properties": {}}}')
     assert result.exit_code == 1 and result.stderr.startswith("Error: The user_created event is invalid: ")
@@ -93,41 +102,58 @@ def body_file(tmp_path):
 
 
 def test_verify_a_matching_signature_exits_0(body_file):
-    header = sign(BODY, "whsec_a")
+    header = sign(BODY, "whsec_a_0123456789abcdef")
     timestamp = header.split(",")[0].removeprefix("t=")
-    result = invoke(SERVICES, "verify", "--secret", "whsec_a", "--header", header, str(body_file))
+    result = invoke(SERVICES, "verify", "--secret", "whsec_a_0123456789abcdef", "--header", header, str(body_file))
     assert result.exit_code == 0
     assert result.stdout.startswith("Verified: signed at ") and result.stdout.endswith(f" (t={timestamp}).\n")
 
 
 def test_verify_reads_the_body_from_stdin_and_accepts_the_header_name_and_any_of_several_secrets():
-    header = f"{HEADER}: {sign(BODY, 'whsec_new')}"
-    args = ["verify", "--secret", "whsec_old", "--secret", "whsec_new", "--header", header]
+    header = f"{HEADER}: {sign(BODY, 'whsec_new_0123456789abcdef')}"
+    args = [
+        "verify",
+        "--secret",
+        "whsec_old_0123456789abcdef",
+        "--secret",
+        "whsec_new_0123456789abcdef",
+        "--header",
+        header,
+    ]
     assert invoke(SERVICES, *args, input=BODY).exit_code == 0
     assert invoke(SERVICES, *args, "-", input=BODY).exit_code == 0
 
 
 def test_verify_a_wrong_secret_or_changed_body_exits_1_with_the_reason(body_file):
-    header = sign(BODY, "whsec_a")
+    header = sign(BODY, "whsec_a_0123456789abcdef")
     assert_error(
-        invoke(SERVICES, "verify", "--secret", "whsec_b", "--header", header, str(body_file)),
+        invoke(SERVICES, "verify", "--secret", "whsec_b_0123456789abcdef", "--header", header, str(body_file)),
         "No v1 signature in the header matches the secret.",
     )
     assert_error(
-        invoke(SERVICES, "verify", "--secret", "whsec_a", "--header", header, input=BODY + b" "),
+        invoke(SERVICES, "verify", "--secret", "whsec_a_0123456789abcdef", "--header", header, input=BODY + b" "),
         "No v1 signature in the header matches the secret.",
     )
     assert_error(
-        invoke(SERVICES, "verify", "--secret", "whsec_a", "--header", "nonsense", input=BODY),
+        invoke(SERVICES, "verify", "--secret", "whsec_a_0123456789abcdef", "--header", "nonsense", input=BODY),
         "The header component 'nonsense' is not of the form key=value.",
     )
 
 
 def test_verify_an_old_request_needs_a_larger_tolerance(body_file):
-    header = sign(BODY, "whsec_a", timestamp=1_000_000_000)
-    result = invoke(SERVICES, "verify", "--secret", "whsec_a", "--header", header, str(body_file))
+    header = sign(BODY, "whsec_a_0123456789abcdef", timestamp=1_000_000_000)
+    result = invoke(SERVICES, "verify", "--secret", "whsec_a_0123456789abcdef", "--header", header, str(body_file))
     assert result.exit_code == 1 and "old; the tolerance is 300 seconds." in result.stderr
-    args = ["verify", "--secret", "whsec_a", "--header", header, "--tolerance", "2000000000", str(body_file)]
+    args = [
+        "verify",
+        "--secret",
+        "whsec_a_0123456789abcdef",
+        "--header",
+        header,
+        "--tolerance",
+        "2000000000",
+        str(body_file),
+    ]
     assert invoke(SERVICES, *args).stdout == "Verified: signed at 2001-09-09T01:46:40Z (t=1000000000).\n"
 
 

@@ -13,7 +13,7 @@ from webhooks.errors import ConfigurationError
 from webhooks.log import Attempt, DeliveryLog, State
 from webhooks.log.records import state_after
 from webhooks.ops.web import create_app
-from webhooks.ops.web.auth import FREE_ATTEMPTS, LoginThrottle
+from webhooks.ops.web.sessions import FREE_ATTEMPTS, LoginThrottle
 from webhooks.registry import Endpoint, RedisRegistry, YamlRegistry
 from webhooks.settings import Settings
 
@@ -90,7 +90,7 @@ def test_a_wrong_password_is_refused_and_repeated_ones_are_slowed_down(app):
 
 def test_the_throttle_doubles_the_wait_and_forgets_after_success():
     now = [0.0]
-    throttle = LoginThrottle(clock=lambda: now[0])
+    throttle = LoginThrottle(fakeredis.FakeRedis(decode_responses=True), clock=lambda: now[0])
     for _ in range(FREE_ATTEMPTS):
         assert throttle.wait_seconds("a") == 0
         throttle.failed("a")
@@ -195,7 +195,7 @@ def test_edit_enable_disable_rotate_and_delete(client, registry):
 
 
 def test_send_test_event_goes_to_this_endpoint_only(client, registry, enqueued):
-    endpoint = registry.add("https://a.example/", ["user_created"])
+    endpoint = registry.add("https://a.example/", ["user_created", "company_created"])
     page = f"/endpoints/{endpoint.id}"
     response = post(client, f"{page}/test-event", page, event_name="company_created")
     assert response.status_code == 302
@@ -203,9 +203,20 @@ def test_send_test_event_goes_to_this_endpoint_only(client, registry, enqueued):
     assert endpoint_id == endpoint.id and '"name":"company_created"' in body
 
 
+def test_a_test_event_the_endpoint_does_not_subscribe_to_is_refused(client, registry, enqueued):
+    endpoint = registry.add("https://a.example/", ["user_created"])
+    page = f"/endpoints/{endpoint.id}"
+    assert "<option>company_created</option>" not in client.get(page).get_data(as_text=True)
+    response = post(client, f"{page}/test-event", page, event_name="company_created")
+    assert response.status_code == 302 and enqueued == []
+    assert "does not subscribe to company_created" in client.get(page).get_data(as_text=True)
+
+
 def test_a_yaml_registry_makes_the_pages_read_only(tmp_path):
     path = tmp_path / "endpoints.yaml"
-    path.write_text("endpoints:\n  - {id: crm, url: 'https://a.example/', secret: whsec_yaml, events: [all]}\n")
+    path.write_text(
+        "endpoints:\n  - {id: crm, url: 'https://a.example/', secret: whsec_yaml_0123456789abcdef, events: [all]}\n"
+    )
     app = create_app(settings(registry=str(path)), YamlRegistry(path))
     client = app.test_client()
     client.post("/login", data={"password": PASSWORD, "csrf_token": csrf_of(client.get("/login"))})
@@ -214,7 +225,7 @@ def test_a_yaml_registry_makes_the_pages_read_only(tmp_path):
     assert "Add endpoint" not in page
     response = post(client, "/endpoints/crm/delete", "/endpoints/crm")
     assert response.status_code == 409
-    assert "whsec_yaml" not in client.get("/endpoints/crm").get_data(as_text=True)
+    assert "whsec_yaml_0123456789abcdef" not in client.get("/endpoints/crm").get_data(as_text=True)
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ BODY = b'{"id":"evt_1","name":"user_created"}'
 
 
 def endpoint(url: str = "https://crm.example.com/hooks") -> Endpoint:
-    return Endpoint(id="crm", url=url, secret="whsec_test", events=["user_created"])
+    return Endpoint(id="crm", url=url, secret="whsec_test_0123456789abcdef", events=["user_created"])
 
 
 @pytest.mark.parametrize(
@@ -49,9 +49,9 @@ def test_classify(status, outcome):
 
 
 def test_headers_sign_the_exact_body():
-    headers = build_headers(BODY, ["whsec_test"], 1_700_000_000)
+    headers = build_headers(BODY, ["whsec_test_0123456789abcdef"], 1_700_000_000)
     assert headers["Content-Type"] == "application/json; charset=utf-8"
-    assert verify(BODY, headers[HEADER], "whsec_test", now=1_700_000_000) == 1_700_000_000
+    assert verify(BODY, headers[HEADER], "whsec_test_0123456789abcdef", now=1_700_000_000) == 1_700_000_000
 
 
 @responses.activate
@@ -63,7 +63,7 @@ def test_send_posts_signed_body_and_reads_status():
     sent = responses.calls[0].request
     assert sent.body == BODY
     assert sent.headers["Content-Type"] == CONTENT_TYPE
-    verify(BODY, sent.headers[HEADER], "whsec_test", now=int(NOW.timestamp()))
+    verify(BODY, sent.headers[HEADER], "whsec_test_0123456789abcdef", now=int(NOW.timestamp()))
 
 
 @responses.activate
@@ -117,15 +117,15 @@ def test_send_signs_with_both_secrets_during_rotation():
     responses.post("https://crm.example.com/hooks", status=200)
     rotating = endpoint().model_copy(
         update={
-            "secret": "whsec_new",
-            "previous_secret": "whsec_old",
+            "secret": "whsec_new_0123456789abcdef",
+            "previous_secret": "whsec_old_0123456789abcdef",
             "previous_secret_expires_at": datetime(2026, 11, 22, tzinfo=UTC),
         }
     )
     send(requests.Session(), rotating, BODY, timeout=(1, 1), now=NOW)
     header = responses.calls[0].request.headers[HEADER]
     assert header.count("v1=") == 2
-    for secret in ("whsec_new", "whsec_old"):
+    for secret in ("whsec_new_0123456789abcdef", "whsec_old_0123456789abcdef"):
         verify(BODY, header, secret, now=int(NOW.timestamp()))
 
 

@@ -20,17 +20,26 @@ from webhooks.pipeline.attempt import Made
 from webhooks.registry import Endpoint, MemoryRegistry
 from webhooks.signing import HEADER, verify
 
-BODY = '{"id":"evt_1","name":"user_created","scope":"service"}'
+#: An event's envelope (spec 2.1): what the delivery tasks check before signing (pipeline/guard.py).
+TIMES = '"occurred_at":"2026-11-24T09:00:00Z","created_at":"2026-11-24T09:00:00Z","updated_at":"2026-11-24T09:00:00Z"'
+BODY = '{"id":"evt_1","name":"user_created","scope":"service",' + TIMES + "}"
 URL = "https://crm.example.com/hooks"
+SECRET = "whsec_meta_0123456789abcdef"
 
 
 @pytest.fixture
 def registry(monkeypatch):
     registry = MemoryRegistry(
         [
-            Endpoint(id="crm", url=URL, secret="whsec_crm", events=["user_created", "user_updated"]),
-            Endpoint(id="all", url="https://all.example.com/", secret="whsec_all", events=["all"]),
-            Endpoint(id="off", url="https://off.example.com/", secret="whsec_off", events=["all"], enabled=False),
+            Endpoint(id="crm", url=URL, secret="whsec_crm_0123456789abcdef", events=["user_created", "user_updated"]),
+            Endpoint(id="all", url="https://all.example.com/", secret="whsec_all_0123456789abcdef", events=["all"]),
+            Endpoint(
+                id="off",
+                url="https://off.example.com/",
+                secret="whsec_off_0123456789abcdef",
+                events=["all"],
+                enabled=False,
+            ),
         ]
     )
     monkeypatch.setattr(tasks, "registry", lambda: registry)
@@ -48,7 +57,7 @@ def test_a_2xx_is_delivered_once_with_a_valid_signature(registry):
     assert result.successful()
     (call,) = responses.calls
     assert call.request.body == BODY.encode()
-    verify(BODY.encode(), call.request.headers[HEADER], "whsec_crm")
+    verify(BODY.encode(), call.request.headers[HEADER], "whsec_crm_0123456789abcdef")
 
 
 @responses.activate
@@ -87,7 +96,7 @@ def test_a_removed_endpoint_is_dropped_without_a_request(registry):
 
 def test_an_unsafe_address_is_refused_once_and_not_retried(monkeypatch):
     # No `responses` here: the real session's address filter refuses the literal address before any socket opens.
-    registry = MemoryRegistry([Endpoint(id="meta", url="http://169.254.169.254/", secret="s", events=["all"])])
+    registry = MemoryRegistry([Endpoint(id="meta", url="http://169.254.169.254/", secret=SECRET, events=["all"])])
     monkeypatch.setattr(tasks, "registry", lambda: registry)
     assert not tasks.settings.allow_private_networks
     result = tasks.deliver.apply(args=("meta", "evt_1", BODY))
@@ -194,7 +203,7 @@ def test_a_retry_reason_reads_as_a_sentence_in_flower():
 
 
 def body(n):
-    return f'{{"id":"evt_{n}","name":"user_created","scope":"service"}}'
+    return f'{{"id":"evt_{n}","name":"user_created","scope":"service",{TIMES}}}'
 
 
 def deliver_many(count, endpoint_id="crm", **options):
@@ -208,7 +217,7 @@ def test_a_batch_posts_each_event_in_order_with_its_own_valid_signature(registry
     assert result.get() == {"delivered": 3}
     assert [call.request.body for call in responses.calls] == [body(n).encode() for n in (1, 2, 3)]
     for call in responses.calls:
-        verify(call.request.body, call.request.headers[HEADER], "whsec_crm")
+        verify(call.request.body, call.request.headers[HEADER], "whsec_crm_0123456789abcdef")
     assert [log.get(f"evt_{n}@crm").state for n in (1, 2, 3)] == [State.DELIVERED] * 3
     assert enqueued == []
 

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import responses
 
+from tests.unit.pipeline.test_tasks import BODY
 from webhooks.errors import RegistryUnavailableError
 from webhooks.pipeline import tasks
 from webhooks.registry import Endpoint, MemoryRegistry
 
 URL = "https://crm.example.com/hooks"
-BODY = '{"id":"evt_1","name":"user_created"}'
 
 
 class FlakyRegistry(MemoryRegistry):
     """Raises RegistryUnavailableError on the first ``failures`` reads."""
 
     def __init__(self, failures: int) -> None:
-        super().__init__([Endpoint(id="crm", url=URL, secret="whsec_crm", events=["user_created"])])
+        super().__init__([Endpoint(id="crm", url=URL, secret="whsec_crm_0123456789abcdef", events=["user_created"])])
         self.failures = failures
 
     def _fail_first(self) -> None:

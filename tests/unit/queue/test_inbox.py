@@ -26,8 +26,10 @@ def broker(redis_queue):
 def registry(monkeypatch):
     registry = MemoryRegistry(
         [
-            Endpoint(id="crm", url="https://crm.example.com/", secret="whsec_crm", events=["user_created"]),
-            Endpoint(id="all", url="https://all.example.com/", secret="whsec_all", events=["all"]),
+            Endpoint(
+                id="crm", url="https://crm.example.com/", secret="whsec_crm_0123456789abcdef", events=["user_created"]
+            ),
+            Endpoint(id="all", url="https://all.example.com/", secret="whsec_all_0123456789abcdef", events=["all"]),
         ]
     )
     monkeypatch.setattr(tasks, "registry", lambda: registry)
@@ -84,7 +86,7 @@ def test_a_fanout_task_without_the_lease_leaves_the_events_to_the_task_that_hold
     publish(2)
     holder = lease(broker)
     assert tasks.fanout_inbox.apply(task_id="a-stale-task").get() == 0
-    assert enqueued == []
+    assert enqueued.calls() == []
     assert broker.llen(KEY_INBOX) == 2 and lease(broker) == holder
 
 

@@ -10,11 +10,11 @@ from wsgiref.util import setup_testing_defaults
 import pytest
 
 from webhooks.errors import InvalidEventError, SignatureError
-from webhooks.receiver.devserver import FAIL_ON_PURPOSE_STATUS, REJECTED_STATUS, ReceiverApp, Route
+from webhooks.receiver.devserver import FAIL_ON_PURPOSE_STATUS, MAX_BODY_BYTES, REJECTED_STATUS, ReceiverApp, Route
 from webhooks.receiver.verify import find_header, verify_request
 from webhooks.signing import sign
 
-SECRET = "whsec_test"
+SECRET = "whsec_test_0123456789abcdef"
 NOW = 1_790_000_000
 BODY = b'{"id":"evt_1","name":"user_created","scope":"service"}'
 HEADER_VALUE = sign(BODY, SECRET, NOW)
@@ -43,7 +43,12 @@ def test_the_header_is_found_whatever_its_case_and_the_event_returned(headers):
 
 
 def test_any_of_several_secrets_verifies():
-    assert verify_request({"X-Service-Signature": HEADER_VALUE}, BODY, ["whsec_new", SECRET], now=NOW)["id"] == "evt_1"
+    assert (
+        verify_request({"X-Service-Signature": HEADER_VALUE}, BODY, ["whsec_new_0123456789abcdef", SECRET], now=NOW)[
+            "id"
+        ]
+        == "evt_1"
+    )
 
 
 def test_a_missing_header_is_named():
@@ -106,7 +111,7 @@ def test_the_app_fails_the_first_attempts_of_each_event_then_answers_its_status(
 
 def test_the_app_rejects_a_bad_signature_with_the_reason():
     app, seen = recording_app(Route((SECRET,)))
-    status, text = call(app, header=sign(BODY, "whsec_other"))
+    status, text = call(app, header=sign(BODY, "whsec_other_0123456789abcdef"))
     assert (status, text.strip()) == (REJECTED_STATUS, "No v1 signature in the header matches the secret.")
     (received,) = seen
     assert not received.verified and not received.delivered
@@ -121,7 +126,7 @@ def test_a_non_2xx_status_fails_every_delivery():
 
 
 def test_routes_by_path_and_other_paths_and_methods():
-    app, seen = recording_app({"/a": Route((SECRET,)), "/b": Route(("whsec_b",))})
+    app, seen = recording_app({"/a": Route((SECRET,)), "/b": Route(("whsec_b_0123456789abcdef",))})
     assert call(app, "/a")[0] == 200
     assert call(app, "/b")[0] == REJECTED_STATUS  # signed with the other route's secret
     assert call(app, "/c")[0] == 404
@@ -141,3 +146,39 @@ def test_route_describes_itself():
     assert (
         Route((SECRET,), fail_first=2, status=204).describe() == "answers 503 to attempts 1-2 of each event, then 204"
     )
+
+
+def call_with_length(app, length, body=BODY):
+    environ = {"REQUEST_METHOD": "POST", "PATH_INFO": "/hook", "CONTENT_LENGTH": length}
+    setup_testing_defaults(environ)
+    environ["wsgi.input"] = io.BytesIO(body)
+    environ["HTTP_X_SERVICE_SIGNATURE"] = sign(body, SECRET)
+    answered = []
+    chunks = app(environ, lambda status, headers: answered.append(status))
+    return int(answered[0].split()[0]), b"".join(chunks).decode()
+
+
+@pytest.mark.parametrize(
+    ("length", "status", "line"),
+    [
+        ("ten", 400, "The Content-Length header 'ten' is not a whole number of bytes.\n"),
+        ("-5", 400, "The Content-Length header '-5' is not a whole number of bytes.\n"),
+        (" 7", 400, "The Content-Length header ' 7' is not a whole number of bytes.\n"),
+        (
+            str(MAX_BODY_BYTES + 1),
+            413,
+            f"The body is {MAX_BODY_BYTES + 1} bytes; this receiver accepts at most {MAX_BODY_BYTES}.\n",
+        ),
+    ],
+)
+def test_a_malformed_request_gets_a_4xx_and_one_line(length, status, line):
+    app, seen = recording_app(Route((SECRET,)))
+    assert call_with_length(app, length) == (status, line)
+    assert seen == []
+
+
+def test_a_body_of_the_largest_accepted_size_is_read_whole_and_verified():
+    app, seen = recording_app(Route((SECRET,)))
+    body = BODY + b" " * (MAX_BODY_BYTES - len(BODY))  # JSON allows trailing white space
+    assert call(app, body=body) == (200, "OK\n")
+    assert seen[0].verified

@@ -222,7 +222,12 @@ def test_fan_out_reads_take_one_round_trip_whatever_the_number_of_endpoints(endp
     registry = RedisRegistry(CountingRedis(decode_responses=True))
     for number in range(endpoints):
         registry.save(
-            Endpoint(id=f"ep_{number}", url=f"https://{number}.example.com/", secret="whsec_x", events=["all"])
+            Endpoint(
+                id=f"ep_{number}",
+                url=f"https://{number}.example.com/",
+                secret="whsec_x_0123456789abcdef",
+                events=["all"],
+            )
         )
     CountingRedis.round_trips = 0
     found = registry.subscribers("user_created")
@@ -350,7 +355,9 @@ def test_the_overlap_end_is_kept_to_whole_seconds(registry, clock):
 
 
 def test_save_adds_then_reports_unchanged_then_updates_keeping_id_and_secret(registry):
-    endpoint = Endpoint(id="crm", url="https://crm.example.com/", secret="whsec_given", events=["user_created"])
+    endpoint = Endpoint(
+        id="crm", url="https://crm.example.com/", secret="whsec_given_0123456789abcdef", events=["user_created"]
+    )
     assert registry.save(endpoint) == "added"
     assert registry.save(endpoint) == "unchanged"
     changed = endpoint.model_copy(update={"events": frozenset({"form_submitted"}), "enabled": False})
@@ -361,11 +368,13 @@ def test_save_adds_then_reports_unchanged_then_updates_keeping_id_and_secret(reg
 
 
 def test_add_never_overwrites_an_existing_id(registry, monkeypatch):
-    registry.save(Endpoint(id="ep_000000000000", url="https://a.example.com/", secret="whsec_a", events=["all"]))
+    registry.save(
+        Endpoint(id="ep_000000000000", url="https://a.example.com/", secret="whsec_a_0123456789abcdef", events=["all"])
+    )
     monkeypatch.setattr("webhooks.registry.changes.new_endpoint_id", lambda: "ep_000000000000")
     with pytest.raises(DuplicateEndpointError, match="'ep_000000000000' exists already"):
         registry.add("https://b.example.com/", ["user_created"])
-    assert registry.get("ep_000000000000").secret == "whsec_a"
+    assert registry.get("ep_000000000000").secret == "whsec_a_0123456789abcdef"
 
 
 # failures of Redis itself

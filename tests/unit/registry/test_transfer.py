@@ -14,15 +14,17 @@ from webhooks.registry.changes import edited, new_endpoint, new_secret
 from webhooks.registry.transfer import EXPORT_HEADER, export_document, import_file
 
 ENDPOINTS = [
-    Endpoint(id="crm", url="https://crm.example.com/hooks", secret="whsec_crm", events=["user_created"]),
+    Endpoint(
+        id="crm", url="https://crm.example.com/hooks", secret="whsec_crm_0123456789abcdef", events=["user_created"]
+    ),
     Endpoint(
         id="all",
         url="https://all.example.com/",
-        secret="whsec_new",
+        secret="whsec_new_0123456789abcdef",
         events=["all"],
         enabled=False,
         description="Everything",
-        previous_secret="whsec_old",
+        previous_secret="whsec_old_0123456789abcdef",
         previous_secret_expires_at=datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC),
     ),
 ]
@@ -48,7 +50,7 @@ def test_export_writes_a_file_the_yaml_registry_reads_back_identically(yaml_file
     assert first == {
         "id": "crm",
         "url": "https://crm.example.com/hooks",
-        "secret": "whsec_crm",
+        "secret": "whsec_crm_0123456789abcdef",
         "events": ["user_created"],
         "enabled": True,
     }

@@ -7,20 +7,22 @@ import pytest
 from webhooks.errors import ConfigurationError, EndpointNotFoundError
 from webhooks.registry import Endpoint, YamlRegistry, check_url
 
+NEW = "whsec_new_0123456789abcdef"
+
 GOOD = """
 endpoints:
   - id: crm
     url: https://crm.example.com/hooks/service
-    secret: whsec_crm
+    secret: whsec_crm_0123456789abcdef
     events: [user_created, user_updated]
   - id: everything
     url: http://warehouse.example.com/in
-    secret: whsec_all
+    secret: whsec_all_0123456789abcdef
     events: [all]
     description: Data warehouse
   - id: paused
     url: https://paused.example.com/
-    secret: whsec_paused
+    secret: whsec_paused_0123456789abcdef
     events: [user_created]
     enabled: false
 """
@@ -63,6 +65,14 @@ def test_empty_file_is_an_empty_registry(tmp_path):
         ),
         ("{id: a, url: https://a.example/, events: [all]}", "endpoint #1 ('a'): secret is required"),
         ("{id: a, url: https://a.example/, secret: '', events: [all]}", "endpoint #1 ('a'): secret"),
+        (
+            "{id: a, url: https://a.example/, secret: whsec_23_characters_lon, events: [all]}",
+            "endpoint #1 ('a'): secret The secret is 23 characters long; a signing secret must have at least 24",
+        ),
+        (
+            "{id: a, url: https://a.example/, secret: whsec_replace_me_with_32_random_bytes_before_use, events: [all]}",
+            "endpoint #1 ('a'): secret The secret is the sample file's placeholder; replace it",
+        ),
         ("{url: https://a.example/, secret: s, events: [all]}", "endpoint #1: id is required"),
         ("{id: a, url: https://a.example/, secret: s, events: [all], colour: red}", "endpoint #1 ('a'): colour"),
         ("{id: a, url: https://a.example/, secret: s, events: []}", "at least one event"),
@@ -77,7 +87,7 @@ def test_invalid_entries_are_named(tmp_path, entry, message):
 
 def test_duplicate_ids_are_refused(tmp_path):
     text = "endpoints:\n" + "".join(
-        f"  - {{id: a, url: https://{n}.example/, secret: s, events: [all]}}\n" for n in "xy"
+        f"  - {{id: a, url: https://{n}.example/, secret: {NEW}, events: [all]}}\n" for n in "xy"
     )
     with pytest.raises(ConfigurationError, match=r"endpoint #2 \('a'\): the id 'a' is used by an earlier entry"):
         load(tmp_path, text)
@@ -127,15 +137,21 @@ def test_signing_secrets_include_the_previous_one_only_during_the_overlap():
     endpoint = Endpoint(
         id="a",
         url="https://a.example/",
-        secret="new",
+        secret=NEW,
         events=["all"],
         previous_secret="old",
         previous_secret_expires_at=now + timedelta(hours=1),
     )
-    assert endpoint.signing_secrets(now) == ["new", "old"]
-    assert endpoint.signing_secrets(now + timedelta(hours=1)) == ["new"]
+    assert endpoint.signing_secrets(now) == [NEW, "old"]
+    assert endpoint.signing_secrets(now + timedelta(hours=1)) == [NEW]
 
 
 def test_the_secret_is_not_in_the_repr():
-    endpoint = Endpoint(id="a", url="https://a.example/", secret="whsec_hidden", events=["all"])
-    assert "whsec_hidden" not in repr(endpoint)
+    endpoint = Endpoint(id="a", url="https://a.example/", secret="whsec_hidden_0123456789abcdef", events=["all"])
+    assert "whsec_hidden_0123456789abcdef" not in repr(endpoint)
+
+
+def test_the_sample_file_is_refused_until_its_placeholder_secret_is_replaced():
+    with pytest.raises(ConfigurationError, match="sample file's placeholder") as error:
+        YamlRegistry("config/endpoints.yaml")
+    assert "whsec_replace_me" not in str(error.value)  # a secret, even a public one, is never quoted

@@ -15,6 +15,7 @@ import click
 from webhooks.ops.cli.base import main, pass_services
 from webhooks.ops.cli.output import details, echo_json, endpoint_record, endpoint_table, format_time
 from webhooks.ops.services import Services
+from webhooks.pipeline.address import AddressPolicy, check_deliverable
 from webhooks.registry import Endpoint, writable
 from webhooks.registry.base import DEFAULT_OVERLAP_SECONDS
 
@@ -64,7 +65,9 @@ def add(services: Services, url: str, events: tuple[str, ...], description: str,
 
     Give the secret to the receiver: it verifies every delivery with it.
     """
-    endpoint = writable(services.registry).add(url, events, description=description, enabled=not disabled)
+    registry = writable(services.registry)
+    check_deliverable(url, AddressPolicy.of(services.settings))  # the settings page's rules
+    endpoint = registry.add(url, events, description=description, enabled=not disabled)
     show(endpoint, as_json=as_json, reveal=True, message=f"Added endpoint {endpoint.id}. Give the receiver its secret.")
 
 
@@ -118,7 +121,10 @@ def update(
     """
     if url is None and not events and description is None:
         raise click.UsageError("Give at least one of --url, --event and --description.")
-    endpoint = writable(services.registry).update(endpoint_id, url=url, events=events or None, description=description)
+    registry = writable(services.registry)
+    if url is not None:
+        check_deliverable(url, AddressPolicy.of(services.settings))
+    endpoint = registry.update(endpoint_id, url=url, events=events or None, description=description)
     show(endpoint, as_json=as_json, message=f"Updated endpoint {endpoint.id}.")
 
 

@@ -15,7 +15,7 @@ import click
 
 from webhooks.events import EVENT_NAMES
 from webhooks.log import Attempt, Delivery, DeliverySummary
-from webhooks.registry import Endpoint
+from webhooks.registry import Endpoint, masked_url
 from webhooks.registry.changes import SECRET_PREFIX
 
 #: Characters of a secret shown at the end of its masked form, so operators can tell secrets apart.
@@ -29,6 +29,12 @@ def format_time(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def printable(text: str) -> str:
+    """``text`` with control and other invisible characters escaped (``\\x1b``): a receiver's response
+    must not move the cursor, recolour or retitle the operator's terminal."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def mask(secret: str) -> str:
     """``whsec_********abcd``: the prefix and at most the last few characters."""
     head = SECRET_PREFIX if secret.startswith(SECRET_PREFIX) else ""
@@ -38,13 +44,16 @@ def mask(secret: str) -> str:
 
 
 def endpoint_record(endpoint: Endpoint, *, now: datetime, reveal: bool) -> dict[str, Any]:
-    """The stable JSON shape of an endpoint. ``previous_secret`` is set only while it still signs."""
+    """The stable JSON shape of an endpoint. ``previous_secret`` is set only while it still signs.
+
+    Unless revealed, the secrets are masked and so is a password in the URL (``https://****@host/``).
+    """
     rotating = len(endpoint.signing_secrets(now)) > 1
     previous = endpoint.previous_secret if rotating else None
     expires = endpoint.previous_secret_expires_at if rotating else None
     return {
         "id": endpoint.id,
-        "url": endpoint.url,
+        "url": endpoint.url if reveal else masked_url(endpoint.url),
         "events": [name for name in EVENT_NAMES if name in endpoint.events],
         "enabled": endpoint.enabled,
         "description": endpoint.description,
@@ -146,7 +155,7 @@ def delivery_table(deliveries: Sequence[DeliverySummary]) -> str:
             d.event_name,
             d.state.value,
             str(d.attempts),
-            d.last_result or "-",
+            printable(d.last_result or "-"),
             format_time(d.next_retry_at) if d.next_retry_at else "-",
             format_time(d.updated_at),
         )
@@ -168,9 +177,9 @@ def delivery_details(delivery: Delivery) -> str:
         (
             str(a.number),
             format_time(a.at),
-            a.result,
+            printable(a.result),
             f"{a.latency_ms:.1f} ms",
-            a.response_excerpt.replace("\n", " ")[:60] or "-",
+            printable(a.response_excerpt.replace("\n", " ")[:60]) or "-",
         )
         for a in delivery.history
     ]

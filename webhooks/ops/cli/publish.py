@@ -35,6 +35,8 @@ def read_data(value: str) -> dict[str, Any]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise click.ClickException(f"The JSON in {source} is not valid: {exc}.") from None
+    except RecursionError:
+        raise click.ClickException(f"The JSON in {source} is nested too deeply to be an event's records.") from None
     if not isinstance(data, dict):
         raise click.ClickException(f'The JSON in {source} must be an object such as {{"user": {{...}}}}.')
     unknown = sorted(set(data) - set(DATA_KEYS))

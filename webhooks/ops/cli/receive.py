@@ -46,4 +46,7 @@ def receive(host: str, port: int, secrets: tuple[str, ...], fail_first: int, sta
     Requests that do not verify get 400, and the reason is printed.
     """
     route = Route(secrets, fail_first=fail_first, status=status, tolerance=tolerance)
-    serve(route, host=host, port=port, echo=click.echo)
+    try:
+        serve(route, host=host, port=port, echo=click.echo)
+    except OSError as exc:  # the address is taken, or not one of this machine's
+        raise click.ClickException(f"Cannot listen on {host}:{port}: {exc.strerror or exc}.") from None

@@ -8,21 +8,26 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from flask import Flask
+import redis
+from flask import Flask, Response, request
 from flask_wtf.csrf import CSRFProtect
 
 from webhooks.errors import ConfigurationError
 from webhooks.log import DeliveryLog
 from webhooks.ops.services import Services
 from webhooks.ops.web import auth, errors, views
-from webhooks.registry import Registry
+from webhooks.registry import Registry, masked_url
 from webhooks.settings import Settings, get_settings
 
 
 def create_app(
-    settings: Settings | None = None, registry: Registry | None = None, log: DeliveryLog | None = None
+    settings: Settings | None = None,
+    registry: Registry | None = None,
+    log: DeliveryLog | None = None,
+    store: redis.Redis | None = None,
 ) -> Flask:
-    """Build the settings page for ``settings`` (default: the process settings), ``registry`` and ``log``."""
+    """Build the settings page for ``settings`` (default: the process settings), ``registry`` and ``log``;
+    sessions and the sign-in throttle live in ``store`` (default: the store Redis the settings name)."""
     settings = settings or get_settings()
     if settings.admin_password is None:
         raise ConfigurationError(
@@ -37,16 +42,42 @@ def create_app(
     app.config.update(
         SECRET_KEY=settings.secret_key.get_secret_value(),
         SESSION_COOKIE_HTTPONLY=True,
-        SESSION_COOKIE_SAMESITE="Lax",
+        SESSION_COOKIE_SAMESITE="Lax",  # Secure and the lifetime: auth.init_app
         WTF_CSRF_TIME_LIMIT=None,  # the token lives as long as the signed session
     )
-    app.extensions["webhooks"] = Services(settings, registry=registry, log=log)
+    app.extensions["webhooks"] = Services(settings, registry=registry, log=log, store=store)
     app.jinja_env.filters["when"] = when
+    app.jinja_env.filters["masked_url"] = masked_url
     CSRFProtect(app)
-    auth.init_app(app, settings.admin_password.get_secret_value())
+    auth.init_app(app, settings)
     app.register_blueprint(views.blueprint)
     errors.init_app(app)
+    app.after_request(security_headers)
     return app
+
+
+#: Scripts, styles and everything else only from this site's own files: no inline script, no inline style,
+#: no framing. Pages hold JavaScript and CSS only as files under static/.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; "
+    "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+#: Every response carries these.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
+
+def security_headers(response: Response) -> Response:
+    """The security headers on every response, and ``no-store`` on all but the static files: pages show
+    secrets (a revealed signing secret) and deliveries, which no browser or proxy cache should keep."""
+    response.headers.update(SECURITY_HEADERS)
+    if request.endpoint != "static":
+        response.headers["Cache-Control"] = "no-store"
+    return response
 
 
 def when(moment: datetime) -> str:

@@ -1,91 +1,147 @@
-"""Operator sign-in: one password (WEBHOOKS_ADMIN_PASSWORD), a signed session cookie, and a
-throttle that makes guessing slow: after a few wrong passwords from one address, each further
-try must wait twice as long as the last."""
+"""Operator sign-in: one password (WEBHOOKS_ADMIN_PASSWORD), a server-side session whose id travels in a
+signed cookie, and a throttle that makes guessing slow: after a few wrong passwords from one address, each
+further try must wait twice as long as the last. Sessions and the throttle live in the store Redis
+(``sessions.py``), so every web process shares them and signing out ends a session for good."""
 
 from __future__ import annotations
 
 import hmac
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from datetime import timedelta
+from urllib.parse import urlsplit
 
-from flask import Blueprint, Flask, Response, current_app, flash, redirect, render_template, request, session, url_for
+import redis
+from flask import (
+    Blueprint,
+    Flask,
+    Response,
+    current_app,
+    flash,
+    g,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
+from werkzeug.exceptions import ServiceUnavailable
+from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.wrappers import Response as BaseResponse
 
-#: Wrong passwords allowed from one address before each further try has to wait.
-FREE_ATTEMPTS = 3
-#: The longest wait, in seconds.
-MAX_WAIT_SECONDS = 300
+from webhooks.ops.services import Services
+from webhooks.ops.web.sessions import LoginThrottle, SessionStore, password_fingerprint
+from webhooks.settings import Settings
 
 blueprint = Blueprint("auth", __name__)
 
 
-@dataclass
-class LoginThrottle:
-    """Wrong-password counts per client address; pure apart from the injected clock."""
-
-    clock: Callable[[], float] = time.monotonic
-    failures: dict[str, tuple[int, float]] = field(default_factory=dict)
-
-    def wait_seconds(self, address: str) -> int:
-        """Seconds this address must still wait before its next try (0: it may try now)."""
-        count, last = self.failures.get(address, (0, 0.0))
-        if count < FREE_ATTEMPTS:
-            return 0
-        delay = min(2 ** (count - FREE_ATTEMPTS), MAX_WAIT_SECONDS)
-        return max(0, int(last + delay - self.clock() + 0.999))
-
-    def failed(self, address: str) -> None:
-        count, _ = self.failures.get(address, (0, 0.0))
-        self.failures[address] = (count + 1, self.clock())
-
-    def succeeded(self, address: str) -> None:
-        self.failures.pop(address, None)
-
-
-def init_app(app: Flask, password: str) -> None:
+def init_app(app: Flask, settings: Settings) -> None:
+    """Sign-in for ``app``: the password, sessions and throttle in the store Redis, and the client address
+    through ProxyFix when WEBHOOKS_TRUSTED_PROXIES says how many proxies set X-Forwarded-For."""
+    assert settings.admin_password is not None and settings.secret_key is not None
+    password = settings.admin_password.get_secret_value()
     app.extensions["webhooks.password"] = password
-    app.extensions["webhooks.throttle"] = LoginThrottle()
+    app.extensions["webhooks.fingerprint"] = password_fingerprint(password, settings.secret_key.get_secret_value())
+    app.config.update(
+        PERMANENT_SESSION_LIFETIME=timedelta(seconds=settings.session_lifetime_seconds),
+        SESSION_COOKIE_SECURE=not settings.insecure_cookies,
+    )
+    if settings.trusted_proxies:
+        proxies = settings.trusted_proxies
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=proxies, x_proto=proxies)  # type: ignore[method-assign]
     app.register_blueprint(blueprint)
     app.before_request(_require_sign_in)
 
 
+def sessions() -> SessionStore:
+    services: Services = current_app.extensions["webhooks"]
+    return SessionStore(
+        services.store,
+        lifetime_seconds=services.settings.session_lifetime_seconds,
+        fingerprint=current_app.extensions["webhooks.fingerprint"],
+    )
+
+
+def throttle() -> LoginThrottle:
+    services: Services = current_app.extensions["webhooks"]
+    return LoginThrottle(services.store)
+
+
 def _require_sign_in() -> BaseResponse | None:
-    if request.endpoint in ("auth.login", "static") or session.get("operator"):
+    if request.endpoint in ("auth.login", "static"):
         return None
+    try:
+        if sessions().valid(session.get("sid")):
+            g.signed_in = True
+            return None
+    except redis.RedisError as exc:
+        raise ServiceUnavailable(_store_down(exc)) from None
+    session.pop("sid", None)  # ended, expired, or opened with an earlier password (the CSRF token stays)
     return redirect(url_for("auth.login", next=request.full_path if request.method == "GET" else None))
+
+
+def _store_down(exc: redis.RedisError) -> str:
+    services: Services = current_app.extensions["webhooks"]
+    url = urlsplit(services.settings.store_url)
+    return f"The session store (Redis at {url.hostname}:{url.port}) cannot be reached: {exc}."
 
 
 @blueprint.route("/login", methods=["GET", "POST"])
 def login() -> BaseResponse | str | tuple[str, int]:
     if request.method == "GET":
         return render_template("login.html")
-    throttle: LoginThrottle = current_app.extensions["webhooks.throttle"]
     address = request.remote_addr or "unknown"
-    wait = throttle.wait_seconds(address)
+    try:
+        return _sign_in(address)
+    except redis.RedisError as exc:
+        raise ServiceUnavailable(_store_down(exc)) from None
+
+
+def _sign_in(address: str) -> BaseResponse | str | tuple[str, int]:
+    wait = throttle().wait_seconds(address)
     if wait:
         flash(f"Too many wrong passwords. Try again in {wait} seconds.", "error")
         return render_template("login.html"), 429
     given = request.form.get("password", "").encode()
-    if not hmac.compare_digest(given, current_app.extensions["webhooks.password"].encode()):
-        throttle.failed(address)
+    # Both sides are compared in constant time; an empty password is refused whatever is configured.
+    matches = hmac.compare_digest(given, current_app.extensions["webhooks.password"].encode())
+    if not given or not matches:
+        throttle().failed(address)
         flash("That password is not right.", "error")
         return render_template("login.html"), 401
-    throttle.succeeded(address)
+    throttle().succeeded(address)
+    sessions().end(session.get("sid"))  # a session id from before sign-in is never kept (fixation)
     session.clear()
-    session["operator"] = True
+    session.permanent = True  # the cookie lasts WEBHOOKS_SESSION_LIFETIME_SECONDS, as the session does
+    session["sid"] = sessions().start()
     return redirect(local_url(request.args.get("next"), url_for("views.endpoints")))
 
 
 def local_url(target: str | None, default: str) -> str:
-    """``target`` when it is a path on this site, else ``default``: no open redirects."""
-    if target and target.startswith("/") and not target.startswith("//") and "\\" not in target:
-        return target
-    return default
+    """``target`` when it is a path on this site, else ``default``: no open redirects.
+
+    A local path starts with one ``/`` and has no scheme, no host, no backslash and no control or
+    invisible character: browsers drop tabs and newlines from URLs, so ``/\t/evil.example/`` would
+    become ``//evil.example/``, another site.
+    """
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return default
+    if not target.isprintable():
+        return default
+    parts = urlsplit(target)
+    return default if parts.scheme or parts.netloc else target
 
 
 @blueprint.route("/logout", methods=["POST"])
 def logout() -> Response | BaseResponse:
+    sessions().end(session.get("sid"))
     session.clear()
     flash("You are signed out.", "info")
+    return redirect(url_for("auth.login"))
+
+
+@blueprint.route("/logout-everywhere", methods=["POST"])
+def logout_everywhere() -> Response | BaseResponse:
+    sessions().end_all()
+    session.clear()
+    flash("Every session is signed out, this one included.", "info")
     return redirect(url_for("auth.login"))

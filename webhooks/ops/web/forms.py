@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 from werkzeug.datastructures import MultiDict
 
-from webhooks.pipeline.http import check_public_address
-from webhooks.registry import Endpoint, check_events, check_url
+from webhooks.pipeline.address import AddressPolicy, check_deliverable
+from webhooks.registry import Endpoint, check_events
 
 
 @dataclass
@@ -26,13 +26,11 @@ class EndpointForm:
     def from_request(cls, form: MultiDict[str, str]) -> EndpointForm:
         return cls(form.get("url", "").strip(), form.get("description", "").strip(), form.getlist("events"))
 
-    def validate(self, *, allow_private_networks: bool) -> bool:
+    def validate(self, *, policy: AddressPolicy) -> bool:
         """Fill ``errors``; True when there are none."""
         self.errors = {}
         try:
-            check_url(self.url)
-            if not allow_private_networks:
-                check_public_address(self.url)
+            check_deliverable(self.url, policy)
         except ValueError as exc:
             self.errors["url"] = str(exc)
         try:

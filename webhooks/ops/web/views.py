@@ -15,8 +15,9 @@ from webhooks.ops.redelivery import redeliver, redeliver_failed
 from webhooks.ops.services import Services
 from webhooks.ops.web.auth import local_url
 from webhooks.ops.web.forms import EndpointForm
+from webhooks.pipeline.address import AddressPolicy
 from webhooks.publish import send_test_event
-from webhooks.registry import WritableRegistry
+from webhooks.registry import WritableRegistry, masked_url
 from webhooks.registry import writable as registry_writable
 
 blueprint = Blueprint("views", __name__)
@@ -71,7 +72,7 @@ def new_endpoint() -> Response | str | tuple[str, int]:
     form = EndpointForm() if request.method == "GET" else EndpointForm.from_request(request.form)
     if request.method == "GET":
         return render_template("endpoint_form.html", form=form, endpoint=None)
-    if not form.validate(allow_private_networks=services().settings.allow_private_networks):
+    if not form.validate(policy=AddressPolicy.of(services().settings)):
         return render_template("endpoint_form.html", form=form, endpoint=None), 400
     endpoint = writable().add(form.url, form.events, description=form.description)
     flash("Endpoint added. Give its receiver the secret shown below.", "success")
@@ -131,7 +132,9 @@ def edit_endpoint(endpoint_id: str) -> Response | str | tuple[str, int]:
     if request.method == "GET":
         return render_template("endpoint_form.html", form=EndpointForm.from_endpoint(current), endpoint=current)
     form = EndpointForm.from_request(request.form)
-    if not form.validate(allow_private_networks=services().settings.allow_private_networks):
+    if form.url == masked_url(current.url):  # the form shows a URL's password masked: unchanged, keep it
+        form.url = current.url
+    if not form.validate(policy=AddressPolicy.of(services().settings)):
         return render_template("endpoint_form.html", form=form, endpoint=current), 400
     writable().update(endpoint_id, url=form.url, events=form.events, description=form.description)
     flash("Endpoint saved.", "success")
@@ -174,6 +177,8 @@ def test_event(endpoint_id: str) -> Response:
     name = request.form.get("event_name", "")
     if name not in EVENT_NAMES:
         flash(f"Choose one of the {len(EVENT_NAMES)} event kinds; {name!r} is not one.", "error")
+    elif name not in endpoint.events:  # workers refuse to sign it (pipeline/guard.py)
+        flash(f"This endpoint does not subscribe to {name}; choose one of the events it receives.", "error")
     else:
         event_id = send_test_event(endpoint.id, name)
         flash(f"Test event {name} ({event_id}) sent to this endpoint.", "success")
