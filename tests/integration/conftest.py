@@ -183,6 +183,7 @@ class Worker:
             what=f"worker {name} to be ready",
         )
         if self.process.poll() is not None:
+            self.log.close()
             raise AssertionError(f"Worker {name} exited at start:\n{self.output()}")
 
     def output(self) -> str:

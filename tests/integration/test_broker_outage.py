@@ -29,10 +29,17 @@ def test_a_retry_redis_refuses_to_schedule_is_requeued_and_delivered_once_redis_
     receiver.behaviours["/refused"] = behaviour
     registry = write_registry(
         tmp_path / "endpoints.yaml",
-        [{"id": "refused", "url": receiver.url("/refused"), "secret": "whsec_refused", "events": ["user_created"]}],
+        [
+            {
+                "id": "refused",
+                "url": receiver.url("/refused"),
+                "secret": "whsec_refused_0123456789abcdef",
+                "events": ["user_created"],
+            }
+        ],
     )
-    # A short visibility timeout (above the test's 17 s task time limit) so the requeued delivery returns soon.
-    env = service_env(redis_server, registry, visibility_timeout="20")
+    # A short visibility timeout (above the test's 22 s task time limit) so the requeued delivery returns soon.
+    env = service_env(redis_server, registry, visibility_timeout="25")
     first = start_worker(env, name="first")
     try:
         (event_id,) = publish(env, [("user_created", sample_event_kwargs("user_created"))])

@@ -51,7 +51,14 @@ def test_a_worker_killed_mid_load_loses_no_delivery(crash_broker, redis_server, 
     path = f"/crash-{uuid4().hex[:8]}"
     registry = write_registry(
         tmp_path / "endpoints.yaml",
-        [{"id": "crash", "url": receiver.url(path), "secret": "whsec_crash", "events": ["message_opened"]}],
+        [
+            {
+                "id": "crash",
+                "url": receiver.url(path),
+                "secret": "whsec_crash_0123456789abcdef",
+                "events": ["message_opened"],
+            }
+        ],
     )
     env = service_env(redis_server, registry, **crash_broker)  # the default visibility timeout and broker options
     survivor = start_worker(env, name="survivor")

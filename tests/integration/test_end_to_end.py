@@ -125,7 +125,14 @@ def test_two_workers_deliver_500_events_with_none_lost_and_none_twice(
 ):
     registry = write_registry(
         tmp_path / "endpoints.yaml",
-        [{"id": "bulk", "url": receiver.url("/bulk"), "secret": "whsec_bulk", "events": ["message_opened"]}],
+        [
+            {
+                "id": "bulk",
+                "url": receiver.url("/bulk"),
+                "secret": "whsec_bulk_0123456789abcdef",
+                "events": ["message_opened"],
+            }
+        ],
     )
     env = service_env(redis_server, registry, **broker)
     workers = [start_worker(env, name="w1", pool="prefork", concurrency=2), start_worker(env, name="w2")]
