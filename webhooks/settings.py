@@ -69,6 +69,11 @@ class Settings(BaseSettings):
     log_format: Literal["kv", "json"] = Field(
         "kv", description="Worker log lines as `key=value` text (`kv`) or one JSON object per line (`json`)."
     )
+    standard_headers: bool = Field(
+        True,
+        description="Send the Standard Webhooks headers (webhook-id, webhook-timestamp, webhook-signature) beside "
+        "X-Service-Signature on every delivery.",
+    )
     admin_password: SecretStr | None = Field(None, description="The operator's password for the settings page.")
     secret_key: SecretStr | None = Field(None, description="Key that signs the settings page's session cookies.")
 

@@ -100,6 +100,7 @@ def attempt(settings: Settings, endpoint: Endpoint, event_id: str, body: str, nu
             body.encode("utf-8"),
             timeout=(settings.connect_timeout, settings.read_timeout),
             now=now,
+            webhook_id=event_id if settings.standard_headers else None,
         )
     except SoftTimeLimitExceeded:
         result = AttemptResult(Outcome.RETRY, None, settings.task_soft_time_limit * 1000.0, error="TimeLimitExceeded")

@@ -24,6 +24,7 @@ from webhooks.__about__ import __version__
 from webhooks.registry.base import Endpoint
 from webhooks.settings import Settings
 from webhooks.signing import HEADER, sign
+from webhooks.standard_signing import signed_headers
 
 #: Spec section 4.1.
 CONTENT_TYPE = "application/json; charset=utf-8"
@@ -47,13 +48,19 @@ def classify(status_code: int | None) -> Outcome:
     return Outcome.RETRY
 
 
-def build_headers(body: bytes, secrets: Sequence[str], timestamp: int) -> dict[str, str]:
-    """Headers of a delivery request; the signature covers exactly ``body``."""
+def build_headers(
+    body: bytes, secrets: Sequence[str], timestamp: int, *, webhook_id: str | None = None
+) -> dict[str, str]:
+    """Headers of a delivery request; the signatures cover exactly ``body``.
+
+    With ``webhook_id`` (the event id) the Standard Webhooks headers go out too, signed at the same instant.
+    """
+    standard = {} if webhook_id is None else signed_headers(webhook_id, timestamp, body, secrets)
     return {
         "Content-Type": CONTENT_TYPE,
         HEADER: sign(body, secrets, timestamp),
         "User-Agent": USER_AGENT,
-    }
+    } | standard
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,10 +133,16 @@ def thread_session(settings: Settings) -> requests.Session:
 
 
 def send(
-    session: requests.Session, endpoint: Endpoint, body: bytes, *, timeout: tuple[float, float], now: datetime
+    session: requests.Session,
+    endpoint: Endpoint,
+    body: bytes,
+    *,
+    timeout: tuple[float, float],
+    now: datetime,
+    webhook_id: str | None = None,
 ) -> AttemptResult:
-    """POST ``body`` to the endpoint, signed with its current secret(s) at ``now``."""
-    headers = build_headers(body, endpoint.signing_secrets(now), int(now.timestamp()))
+    """POST ``body`` to the endpoint, signed with its current secret(s) at ``now`` (see ``build_headers``)."""
+    headers = build_headers(body, endpoint.signing_secrets(now), int(now.timestamp()), webhook_id=webhook_id)
     started = time.perf_counter()
     try:
         with session.post(
