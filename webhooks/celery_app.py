@@ -24,10 +24,11 @@ import time
 from typing import Any
 
 from celery import Celery, bootsteps
-from celery.signals import after_setup_logger, after_setup_task_logger, worker_process_init, worker_ready
+from celery.signals import after_setup_logger, after_setup_task_logger, worker_init, worker_process_init, worker_ready
 from kombu.exceptions import OperationalError
 
 from webhooks.logformat import use_json_lines
+from webhooks.metrics import serve_worker_metrics
 from webhooks.queue import broker_transport, queue_for
 from webhooks.settings import Settings, get_settings
 
@@ -81,6 +82,7 @@ def create_celery_app(settings: Settings) -> Celery:
         worker_hijack_root_logger=False,
     )
     app.steps["worker"].add(ReleaseDueRetries)
+    worker_init.connect(lambda **_: serve_worker_metrics(settings, app), weak=False)
     worker_ready.connect(_freeze_startup_objects, weak=False)
     worker_process_init.connect(_freeze_startup_objects, weak=False)
     after_setup_logger.connect(_quiet_task_lines, weak=False)

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 from celery.exceptions import SoftTimeLimitExceeded
 
+from webhooks import metrics
 from webhooks.errors import DeliveryError, DeliveryLogError, PermanentDeliveryError, RetryableDeliveryError
 from webhooks.log import Attempt, AttemptRecord, DeliveryLog, State
 from webhooks.log.records import RESPONSE_EXCERPT_BYTES, state_after
@@ -135,6 +136,7 @@ def record(log: DeliveryLog, made: Sequence[Made]) -> None:
     """
     for one in made:
         _log_lines(one)
+    metrics.count((one.endpoint_id, one.attempt, one.state) for one in made)
     try:
         log.record_attempts(
             [

@@ -51,7 +51,7 @@ def init_app(app: Flask, password: str) -> None:
 
 
 def _require_sign_in() -> BaseResponse | None:
-    if request.endpoint in ("auth.login", "static") or session.get("operator"):
+    if request.endpoint in ("auth.login", "static", "metrics.scrape") or session.get("operator"):  # metrics: its own
         return None
     return redirect(url_for("auth.login", next=request.full_path if request.method == "GET" else None))
 
