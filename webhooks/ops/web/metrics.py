@@ -11,7 +11,6 @@ import hmac
 from celery import Celery
 from flask import Blueprint, Response, current_app, request, session
 
-from webhooks.celery_app import create_celery_app
 from webhooks.metrics import CONTENT_TYPE, exposition
 from webhooks.ops.services import Services
 
@@ -43,6 +42,8 @@ def _celery() -> Celery:
     """A Celery app for this page's settings, built once: the metrics read the queue's depths through it."""
     app: Celery | None = current_app.extensions.get("webhooks.celery")
     if app is None:
+        from webhooks.celery_app import create_celery_app  # importing it builds the process's app: not before use
+
         services: Services = current_app.extensions["webhooks"]
         app = current_app.extensions["webhooks.celery"] = create_celery_app(services.settings)
     return app
