@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import urllib.request
-
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
+from bench.dashboard import answers, scrape
 from tests.integration.conftest import free_port, publish, service_env, write_registry
 from tests.receiver import always
 from tests.waiting import wait_until
@@ -18,23 +16,6 @@ pytestmark = pytest.mark.integration
 BROKER_DB = 2
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def scrape(port: int) -> Samples:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
-def answers(port: int) -> bool:
-    try:
-        return bool(scrape(port))
-    except OSError:
-        return False
 
 
 def attempts(samples: Samples, endpoint: str, outcome: str) -> float:
