@@ -24,10 +24,11 @@ import time
 from typing import Any
 
 from celery import Celery, bootsteps
-from celery.signals import after_setup_logger, after_setup_task_logger, worker_process_init, worker_ready
+from celery.signals import after_setup_logger, after_setup_task_logger, worker_init, worker_process_init, worker_ready
 from kombu.exceptions import OperationalError
 
 from webhooks.logformat import use_json_lines
+from webhooks.metrics import serve_worker_metrics
 from webhooks.pipeline.startup import startup_check
 from webhooks.queue import broker_transport, queue_for
 from webhooks.queue.rabbitmq import celery_options
@@ -85,6 +86,7 @@ def create_celery_app(settings: Settings) -> Celery:
     app.conf.update(celery_options(settings.broker_url))  # RabbitMQ: quorum queues, native delayed delivery
     app.steps["worker"].add(ReleaseDueRetries)
     app.steps["worker"].add(startup_check(settings))  # an invalid registry or unreachable store: exit, not ready
+    worker_init.connect(lambda **_: serve_worker_metrics(settings, app), weak=False)
     worker_ready.connect(_freeze_startup_objects, weak=False)
     worker_process_init.connect(_freeze_startup_objects, weak=False)
     after_setup_logger.connect(_quiet_task_lines, weak=False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import math
 import sys
+from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
@@ -131,6 +132,23 @@ class Settings(BaseSettings):
         le=10,
         description="How many reverse proxies in front of the settings page set X-Forwarded-For (and -Proto); "
         "0 uses the connection's address.",
+    )
+    standard_headers: bool = Field(
+        True,
+        description="Send the Standard Webhooks headers (webhook-id, webhook-timestamp, webhook-signature) beside "
+        "X-Service-Signature on every delivery.",
+    )
+    metrics_port: int | None = Field(
+        None, ge=1, le=65535, description="Port on which a worker serves Prometheus metrics (/metrics); unset: none."
+    )
+    metrics_address: str = Field("0.0.0.0", description="Address the worker's metrics port listens on.")
+    metrics_dir: Path | None = Field(
+        None,
+        description="Directory where each worker process writes its counts, so a prefork worker's children add up "
+        "(emptied when the worker starts: one per worker).",
+    )
+    metrics_token: SecretStr | None = Field(
+        None, description="Bearer token that lets a scraper read the settings page's /metrics without signing in."
     )
     admin_password: SecretStr | None = Field(None, description="The operator's password for the settings page.")
     secret_key: SecretStr | None = Field(None, description="Key that signs the settings page's session cookies.")

@@ -69,7 +69,7 @@ def test_the_demo_runs_from_a_fresh_virtual_environment(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     install = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(ROOT)],
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", f"{ROOT}[demo]"],
         env=clean_env(),
         capture_output=True,
         text=True,

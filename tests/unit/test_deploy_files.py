@@ -142,10 +142,20 @@ def test_every_webhooks_variable_set_anywhere_is_a_setting():
 
 def test_the_dockerfile_installs_the_package_and_runs_an_entry_point():
     text = DOCKERFILE.read_text(encoding="utf-8")
-    assert "RUN pip install ." in text
+    assert 'RUN pip install ".${EXTRAS:+[$EXTRAS]}"' in text  # the base install, or with a service's extras
     (cmd,) = re.findall(r"^CMD (\[.*\])$", text, flags=re.MULTILINE)
     check_command(json.loads(cmd))
     assert re.search(r"^USER (?!root)\w+", text, flags=re.MULTILINE), "the image runs as a non-root user"
+
+
+def test_each_compose_service_installs_the_extras_its_command_needs():
+    services = compose()["services"]
+    builds = {name: service.get("build") for name, service in services.items()}
+    extras = {
+        name: build.get("args", {}).get("EXTRAS") if isinstance(build, dict) else None for name, build in builds.items()
+    }
+    assert extras == {"redis": None, "worker": None, "flower": "flower", "web": "web"}
+    assert services["worker"]["environment"]["WEBHOOKS_METRICS_PORT"] == 9100
 
 
 def test_the_checker_catches_mistakes():

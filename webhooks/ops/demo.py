@@ -19,6 +19,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,8 @@ DEMO_RETRY_BACKOFF_MAX_SECONDS = 2
 FLAKY_FAILURES = 2
 #: Threads of the in-process worker: deliveries wait on the network, not the CPU.
 WORKER_THREADS = 4
+#: The demo's worker and receiver, left to end with the process once the result is printed.
+_left_running: list[ExitStack] = []
 #: How often the worker looks at the in-process broker's queues (kombu's default is 1 s).
 BROKER_POLLING_INTERVAL_SECONDS = 0.02
 
@@ -218,17 +221,22 @@ def run_demo(*, events: int, timeout: float, echo: Callable[[str], None], serve_
         echo(line)
     echo(f"Publishing {events} event{'s' if events != 1 else ''} with publish_event(), kinds in turn:")
 
-    with (
-        serving_in_thread(server),
-        start_worker(app, pool="threads", concurrency=WORKER_THREADS, perform_ping_check=False, loglevel="WARNING"),
-    ):
+    with ExitStack() as running:
+        running.enter_context(serving_in_thread(server))
+        running.enter_context(
+            start_worker(app, pool="threads", concurrency=WORKER_THREADS, perform_ping_check=False, loglevel="WARNING")
+        )
         for number in range(events):
             name = EVENT_NAMES[number % len(EVENT_NAMES)]
             progress.on_published(publish_event(name, **sample_event_kwargs(name)), name)
-        # Report before the worker stops: stopping takes a few seconds (it polls the broker every 2 s).
         succeeded = report(progress, arrived=progress.wait(timeout), timeout=timeout, echo=echo)
         if serve_port is not None:
             serve_settings_page(settings, registry, serve_port, echo)
+        else:
+            # The command ends with this result: stopping the worker would only add seconds of its timers'
+            # sleeps. Its threads and the receiver's are daemons and end with the process; the contexts are
+            # kept referenced, or collecting celery's start_worker generator would stop the worker after all.
+            _left_running.append(running.pop_all())
         return succeeded
 
 

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 from celery.exceptions import SoftTimeLimitExceeded
 
+from webhooks import metrics
 from webhooks.errors import DeliveryError, DeliveryLogError, PermanentDeliveryError, RetryableDeliveryError
 from webhooks.log import Attempt, AttemptRecord, DeliveryLog, State
 from webhooks.log.records import RESPONSE_EXCERPT_BYTES, state_after
@@ -101,6 +102,7 @@ def attempt(settings: Settings, endpoint: Endpoint, event_id: str, body: str, nu
             timeout=(settings.connect_timeout, settings.read_timeout),
             now=now,
             deadline_seconds=settings.attempt_deadline,
+            webhook_id=event_id if settings.standard_headers else None,
         )
     except SoftTimeLimitExceeded:
         result = AttemptResult(Outcome.RETRY, None, settings.task_soft_time_limit * 1000.0, error="TimeLimitExceeded")
@@ -135,6 +137,7 @@ def record(log: DeliveryLog, made: Sequence[Made]) -> None:
     """
     for one in made:
         _log_lines(one)
+    metrics.count((one.endpoint_id, one.attempt, one.state) for one in made)
     try:
         log.record_attempts(
             [

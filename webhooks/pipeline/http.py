@@ -25,6 +25,7 @@ from webhooks.pipeline.deadline import WATCHED_POOL_CLASSES, deadline
 from webhooks.registry.base import Endpoint, masked_url
 from webhooks.settings import Settings
 from webhooks.signing import HEADER, sign
+from webhooks.standard_signing import signed_headers
 
 #: Spec section 4.1.
 CONTENT_TYPE = "application/json; charset=utf-8"
@@ -48,14 +49,20 @@ def classify(status_code: int | None) -> Outcome:
     return Outcome.RETRY
 
 
-def build_headers(body: bytes, secrets: Sequence[str], timestamp: int) -> dict[str, str]:
-    """Headers of a delivery request; the signature covers exactly ``body``."""
+def build_headers(
+    body: bytes, secrets: Sequence[str], timestamp: int, *, webhook_id: str | None = None
+) -> dict[str, str]:
+    """Headers of a delivery request; the signatures cover exactly ``body``.
+
+    With ``webhook_id`` (the event id) the Standard Webhooks headers go out too, signed at the same instant.
+    """
+    standard = {} if webhook_id is None else signed_headers(webhook_id, timestamp, body, secrets)
     return {
         "Content-Type": CONTENT_TYPE,
         HEADER: sign(body, secrets, timestamp),
         "User-Agent": USER_AGENT,
         "Accept-Encoding": "identity",
-    }
+    } | standard
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,13 +127,14 @@ def send(
     timeout: tuple[float, float],
     now: datetime,
     deadline_seconds: float | None = None,
+    webhook_id: str | None = None,
 ) -> AttemptResult:
-    """POST ``body`` to the endpoint, signed with its current secret(s) at ``now``.
+    """POST ``body`` to the endpoint, signed with its current secret(s) at ``now`` (see ``build_headers``).
 
     ``timeout`` bounds each wait (connect, then each read); ``deadline_seconds`` the whole attempt, body
     read included, whatever the receiver does (default: the two time-outs together).
     """
-    headers = build_headers(body, endpoint.signing_secrets(now), int(now.timestamp()))
+    headers = build_headers(body, endpoint.signing_secrets(now), int(now.timestamp()), webhook_id=webhook_id)
     started = time.perf_counter()
     seconds = sum(timeout) if deadline_seconds is None else deadline_seconds
     try:

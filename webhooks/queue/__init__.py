@@ -12,7 +12,15 @@ from functools import cache
 
 from celery import Celery
 
-from webhooks.queue.base import EVENTS_PER_FANOUT, FANOUT_INBOX_TASK, FANOUT_MANY_TASK, Claimed, Queue, TaskCall
+from webhooks.queue.base import (
+    EVENTS_PER_FANOUT,
+    FANOUT_INBOX_TASK,
+    FANOUT_MANY_TASK,
+    Claimed,
+    Depths,
+    Queue,
+    TaskCall,
+)
 from webhooks.queue.celery import CeleryQueue
 from webhooks.queue.redis import RedisQueue, is_redis_url
 
@@ -22,6 +30,7 @@ __all__ = [
     "FANOUT_MANY_TASK",
     "CeleryQueue",
     "Claimed",
+    "Depths",
     "Queue",
     "RedisQueue",
     "TaskCall",

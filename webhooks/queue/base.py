@@ -110,6 +110,17 @@ def fanout_calls(events: Sequence[tuple[str, str, str]]) -> list[TaskCall]:
     return calls
 
 
+@dataclass(frozen=True, slots=True)
+class Depths:
+    """What waits in the broker at one moment (for metrics)."""
+
+    queue: int
+    retries_waiting: int
+    #: Seconds since the earliest-due waiting retry became due; 0 when none is due yet.
+    oldest_due_seconds: float
+    inbox: int
+
+
 class Queue(ABC):
     """Every write to the broker. Methods raise kombu's ``OperationalError`` when the broker cannot be reached,
     as Celery's own ``apply_async`` does, so callers (and the fan-out tasks' autoretry) handle one error."""
@@ -135,6 +146,11 @@ class Queue(ABC):
     def done(self, task_id: str, taken: int) -> int:
         """Remove the ``taken`` events the fan-out task fanned out; return how many still wait."""
         return 0
+
+    def depths(self, now: float) -> Depths | None:
+        """What waits in the broker at ``now`` (Unix seconds), for metrics; None where the broker's queues are
+        not ours to read."""
+        return None
 
     def housekeeping(self, now: float) -> None:  # noqa: B027  # most brokers have none
         """The broker-side chores every worker shares (releasing due retries, a lost fan-out's events)."""

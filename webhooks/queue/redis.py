@@ -30,7 +30,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from webhooks.queue import inbox
-from webhooks.queue.base import FANOUT_INBOX_TASK, Claimed, Queue, TaskCall
+from webhooks.queue.base import FANOUT_INBOX_TASK, Claimed, Depths, Queue, TaskCall
 from webhooks.queue.celery import CeleryQueue
 from webhooks.queue.messages import task_message
 
@@ -128,6 +128,17 @@ class RedisQueue(Queue):
         with _reachable():
             self.client.eval(_RELEASE_DUE, 1, KEY_WAITING, now, RELEASE_BATCH)
         self._schedule_fanout(inbox.ENSURE)
+
+    def depths(self, now: float) -> Depths:
+        """The default queue's length, the waiting retries and the inbox, in one round trip."""
+        with _reachable(), self.client.pipeline(transaction=False) as pipe:
+            pipe.llen(self.app.conf.task_default_queue)
+            pipe.zcard(KEY_WAITING)
+            pipe.zrange(KEY_WAITING, 0, 0, withscores=True)
+            pipe.llen(inbox.KEY_INBOX)
+            queue, waiting, earliest, waiting_events = pipe.execute()
+        overdue = now - earliest[0][1] if earliest else 0.0
+        return Depths(int(queue), int(waiting), max(0.0, round(overdue, 3)), int(waiting_events))
 
     def _schedule_fanout(self, script: str, *args: str | int) -> int:
         """Run an inbox script that may put a new ``webhooks.fanout_inbox`` at the head of its list."""

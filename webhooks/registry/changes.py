@@ -6,6 +6,7 @@ generates ids and secrets, validates input and rotates secrets the same way.
 
 from __future__ import annotations
 
+import base64
 import secrets
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
@@ -16,7 +17,8 @@ from pydantic_core import ErrorDetails
 from webhooks.errors import InvalidEndpointError
 from webhooks.registry.base import Endpoint
 
-#: Secrets look like ``whsec_<43 base64url characters>``: 32 random bytes, recognisable in a config file.
+#: Secrets look like ``whsec_<44 base64 characters>``: 32 random bytes, recognisable in a config file, and the
+#: form Standard Webhooks libraries take, so one string verifies both signature schemes (``standard_signing``).
 SECRET_PREFIX = "whsec_"
 SECRET_BYTES = 32
 
@@ -27,7 +29,7 @@ ID_BYTES = 6
 
 def new_secret() -> str:
     """A fresh signing secret from the operating system's CSPRNG."""
-    return SECRET_PREFIX + secrets.token_urlsafe(SECRET_BYTES)
+    return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode("ascii")
 
 
 def new_endpoint_id() -> str:

@@ -29,7 +29,7 @@ RECORD_KEYS = [
     "previous_secret",
     "previous_secret_expires_at",
 ]
-MASKED = re.compile(r"whsec_\*{8}[A-Za-z0-9_-]{4}")
+MASKED = re.compile(r"whsec_\*{8}[A-Za-z0-9_+/=-]{4}")
 UNKNOWN_ID = "Endpoint 'ep_nope' does not exist."
 SECRET = "whsec_0123456789abcdefghijklmnop"
 

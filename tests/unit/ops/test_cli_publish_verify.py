@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 from tests.cli import assert_error, invoke
 from webhooks.ops.services import Services
 from webhooks.registry import MemoryRegistry
+from webhooks.registry.changes import new_secret
 from webhooks.samples import sample_event_kwargs
 from webhooks.settings import Settings
 from webhooks.signing import HEADER, sign
+from webhooks.standard_signing import signed_headers
 
 SERVICES = Services(Settings(), registry=MemoryRegistry())
 DATA = json.dumps(sample_event_kwargs("message_clicked"))
@@ -155,6 +158,29 @@ def test_verify_an_old_request_needs_a_larger_tolerance(body_file):
         str(body_file),
     ]
     assert invoke(SERVICES, *args).stdout == "Verified: signed at 2001-09-09T01:46:40Z (t=1000000000).\n"
+
+
+def test_verify_accepts_the_three_standard_webhooks_headers_instead(body_file):
+    secret = new_secret()
+    headers = signed_headers("evt_1", int(time.time()), BODY, [secret])
+
+    def args(names):
+        return [
+            "verify",
+            "--secret",
+            secret,
+            *(arg for name in names for arg in ("--header", f"{name}: {headers[name]}")),
+        ]
+
+    result = invoke(SERVICES, *args(headers), str(body_file))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.endswith(f" (t={headers['webhook-timestamp']}).\n")
+    message = "No v1 signature in the webhook-signature header matches the secret."
+    assert_error(invoke(SERVICES, *args(headers), input=BODY + b" "), message)
+    assert_error(
+        invoke(SERVICES, *args(["webhook-id", "webhook-signature"]), input=BODY),
+        "The request has a webhook-signature header but no webhook-timestamp header.",
+    )
 
 
 def test_verify_usage_errors_exit_2(body_file):

@@ -314,3 +314,20 @@ def test_an_unreachable_delivery_log_still_shows_the_endpoints(registry):
         response = client.get(path)
         assert response.status_code == 200
         assert "The delivery log at redis://127.0.0.1:1/0 cannot be reached" in response.get_data(as_text=True)
+
+
+def test_metrics_need_the_sign_in_or_the_bearer_token(registry, log):
+    app = create_app(settings(metrics_token="scrape-token"), registry, log)
+    anonymous = app.test_client()
+    refused = anonymous.get("/metrics")
+    assert refused.status_code == 401 and "WEBHOOKS_METRICS_TOKEN" in refused.get_data(as_text=True)
+    assert anonymous.get("/metrics", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    scraped = anonymous.get("/metrics", headers={"Authorization": "Bearer scrape-token"})
+    assert scraped.status_code == 200 and scraped.content_type.startswith("text/plain; version=")
+    assert "# TYPE webhooks_attempts_total counter" in scraped.get_data(as_text=True)
+    assert anonymous.get("/endpoints", headers={"Authorization": "Bearer scrape-token"}).status_code == 302
+
+
+def test_metrics_without_a_token_are_for_the_signed_in_operator(app, client):
+    assert app.test_client().get("/metrics", headers={"Authorization": "Bearer "}).status_code == 401
+    assert client.get("/metrics").status_code == 200

@@ -6,6 +6,7 @@ import pytest
 import requests
 import responses
 
+from webhooks import standard_signing
 from webhooks.pipeline.http import (
     CONTENT_TYPE,
     RESPONSE_READ_LIMIT_BYTES,
@@ -52,6 +53,17 @@ def test_headers_sign_the_exact_body():
     headers = build_headers(BODY, ["whsec_test_0123456789abcdef"], 1_700_000_000)
     assert headers["Content-Type"] == "application/json; charset=utf-8"
     assert verify(BODY, headers[HEADER], "whsec_test_0123456789abcdef", now=1_700_000_000) == 1_700_000_000
+
+
+def test_with_a_webhook_id_the_standard_webhooks_headers_sign_the_same_body_at_the_same_instant():
+    headers = build_headers(BODY, ["whsec_new", "whsec_old"], 1_700_000_000, webhook_id="evt_1")
+    assert headers["webhook-id"] == "evt_1"
+    assert headers["webhook-timestamp"] == "1700000000"
+    assert headers["webhook-signature"] == standard_signing.sign(
+        "evt_1", 1_700_000_000, BODY, ["whsec_new", "whsec_old"]
+    )
+    assert verify(BODY, headers[HEADER], "whsec_old", now=1_700_000_000) == 1_700_000_000
+    assert not [name for name in build_headers(BODY, ["whsec_new"], 1_700_000_000) if name.startswith("webhook-")]
 
 
 @responses.activate

@@ -42,3 +42,7 @@ def test_a_batch_of_events_becomes_fanout_many_tasks_of_at_most_a_hundred(monkey
 def test_the_queue_is_chosen_from_the_broker_url(monkeypatch, url, kind):
     monkeypatch.setattr(app.conf, "broker_url", url)
     assert type(queue_for(app)) is kind
+
+
+def test_other_brokers_report_no_depths():
+    assert CeleryQueue(app).depths(now=0.0) is None  # their queues are not ours to read

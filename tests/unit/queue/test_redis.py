@@ -12,7 +12,8 @@ from kombu.exceptions import OperationalError
 
 from tests.cli import unreachable_redis
 from webhooks.celery_app import app
-from webhooks.queue import RedisQueue, TaskCall
+from webhooks.queue import Depths, RedisQueue, TaskCall
+from webhooks.queue.inbox import KEY_INBOX
 from webhooks.queue.redis import KEY_WAITING, waiting_member
 
 CALL = TaskCall("webhooks.deliver", ("crm", "evt_1", '{"id":"evt_1"}'), "('crm', 'evt_1')")
@@ -93,3 +94,15 @@ def test_with_sent_events_on_messages_go_through_celery(broker, monkeypatch):
     monkeypatch.setitem(app.conf, "task_send_sent_event", True)
     RedisQueue(app, broker).enqueue([CALL])
     assert sent == [CALL.name] and broker.llen("celery") == 0
+
+
+def test_depths_read_the_queue_the_waiting_retries_and_the_inbox_in_one_go(broker):
+    queue = RedisQueue(app, broker)
+    assert queue.depths(now=500.0) == Depths(queue=0, retries_waiting=0, oldest_due_seconds=0.0, inbox=0)
+    later = [TaskCall(CALL.name, CALL.args, CALL.argsrepr, due=due) for due in (1000.0, 1200.0)]
+    queue.enqueue([CALL, CALL, *later])
+    broker.rpush(KEY_INBOX, "[]")
+    assert queue.depths(now=900.0) == Depths(queue=2, retries_waiting=2, oldest_due_seconds=0.0, inbox=1)
+    assert queue.depths(now=1002.5) == Depths(queue=2, retries_waiting=2, oldest_due_seconds=2.5, inbox=1)
+    with pytest.raises(OperationalError):
+        RedisQueue(app, unreachable_redis()).depths(now=0.0)

@@ -13,6 +13,7 @@ from webhooks.errors import InvalidEventError, SignatureError
 from webhooks.receiver.devserver import FAIL_ON_PURPOSE_STATUS, MAX_BODY_BYTES, REJECTED_STATUS, ReceiverApp, Route
 from webhooks.receiver.verify import find_header, verify_request
 from webhooks.signing import sign
+from webhooks.standard_signing import signed_headers
 
 SECRET = "whsec_test_0123456789abcdef"
 NOW = 1_790_000_000
@@ -51,8 +52,20 @@ def test_any_of_several_secrets_verifies():
     )
 
 
+def test_the_standard_webhooks_headers_alone_verify_whatever_their_case():
+    headers = signed_headers("evt_1", NOW, BODY, [SECRET])
+    assert verify_request(headers, BODY, SECRET, now=NOW) == json.loads(BODY)
+    assert verify_request({name.upper(): value for name, value in headers.items()}, BODY, SECRET, now=NOW)
+    with pytest.raises(SignatureError, match="matches the secret"):
+        verify_request(headers, BODY, "whsec_other", now=NOW)
+    with pytest.raises(SignatureError, match="has a webhook-signature header but no webhook-id header"):
+        verify_request(
+            {"webhook-signature": headers["webhook-signature"]} | {"webhook-timestamp": str(NOW)}, BODY, SECRET, now=NOW
+        )
+
+
 def test_a_missing_header_is_named():
-    with pytest.raises(SignatureError, match="The request has no X-Service-Signature header."):
+    with pytest.raises(SignatureError, match="The request has no X-Service-Signature header and no webhook-signature"):
         verify_request({"Content-Type": "application/json"}, BODY, SECRET, now=NOW)
 
 

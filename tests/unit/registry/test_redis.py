@@ -78,7 +78,7 @@ def assert_consistent(registry: RedisRegistry) -> None:
 def test_add_generates_a_readable_id_and_a_32_byte_secret_and_stores_the_endpoint(registry):
     endpoint = registry.add("https://crm.example.com/hooks", ["user_created"], description="CRM")
     assert re.fullmatch(r"ep_[0-9a-f]{12}", endpoint.id)
-    assert re.fullmatch(r"whsec_[A-Za-z0-9_-]{43}", endpoint.secret)  # base64url of 32 bytes
+    assert re.fullmatch(r"whsec_[A-Za-z0-9+/]{43}=", endpoint.secret)  # base64 of 32 bytes
     assert endpoint.enabled and endpoint.description == "CRM" and endpoint.previous_secret is None
     assert registry.get(endpoint.id) == endpoint
 

@@ -7,6 +7,8 @@ exit code 1 (click's usage errors exit 2). Commands reach settings and stores th
 
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
 from typing import Any
 
 import click
@@ -31,3 +33,14 @@ class _Group(click.Group):
 @click.version_option(__version__, prog_name="webhooks")
 def main() -> None:
     """Signed, retried webhook delivery on Celery and Redis."""
+
+
+def optional(module: str, extra: str) -> ModuleType:
+    """Import ``module``, which needs the ``extra`` (the base install is a publisher and a worker), or say
+    which extra to install."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        raise click.ClickException(
+            f"This command needs the {extra!r} extra ({exc.name} is not installed): pip install 'webhooks[{extra}]'."
+        ) from None

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import click
 
-from webhooks.ops.cli.base import main
-from webhooks.ops.demo import run_demo
+from webhooks.ops.cli.base import main, optional
 
 
 @main.command()
@@ -30,5 +29,7 @@ def demo(ctx: click.Context, events: int, timeout: float, serve: bool, port: int
     Exits 0 only when every delivery arrived with a verified signature within --timeout. With --serve
     the settings page stays up afterwards (password printed, unless WEBHOOKS_ADMIN_PASSWORD is set).
     """
-    if not run_demo(events=events, timeout=timeout, echo=click.echo, serve_port=port if serve else None):
+    if not optional("webhooks.ops.demo", "demo").run_demo(
+        events=events, timeout=timeout, echo=click.echo, serve_port=port if serve else None
+    ):
         ctx.exit(1)

@@ -6,11 +6,9 @@ In production run it under gunicorn instead: ``gunicorn 'webhooks.ops.web:create
 from __future__ import annotations
 
 import click
-from werkzeug.serving import run_simple
 
-from webhooks.ops.cli.base import main, pass_services
+from webhooks.ops.cli.base import main, optional, pass_services
 from webhooks.ops.services import Services
-from webhooks.ops.web import create_app
 
 
 @main.command()
@@ -19,6 +17,6 @@ from webhooks.ops.web import create_app
 @pass_services
 def serve(services: Services, host: str, port: int) -> None:
     """Serve the settings page (endpoints, secrets, deliveries) for development."""
-    app = create_app(services.settings, services.registry, services.log)
+    app = optional("webhooks.ops.web", "web").create_app(services.settings, services.registry, services.log)
     click.echo(f"Settings page on http://{host}:{port}/ (sign in with WEBHOOKS_ADMIN_PASSWORD)")
-    run_simple(host, port, app, threaded=True)
+    optional("werkzeug.serving", "web").run_simple(host, port, app, threaded=True)

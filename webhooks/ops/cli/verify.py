@@ -8,7 +8,9 @@ import click
 
 from webhooks.ops.cli.base import main
 from webhooks.ops.cli.output import format_time
-from webhooks.signing import DEFAULT_TOLERANCE_SECONDS, HEADER, verify
+from webhooks.receiver.verify import verify_headers
+from webhooks.signing import DEFAULT_TOLERANCE_SECONDS, HEADER
+from webhooks.standard_signing import SIGNATURE_HEADER
 
 
 @main.command("verify")
@@ -19,7 +21,15 @@ from webhooks.signing import DEFAULT_TOLERANCE_SECONDS, HEADER, verify
     required=True,
     help="The endpoint's secret; repeat to accept any of several (during a rotation).",
 )
-@click.option("--header", required=True, help=f"The {HEADER} header value (a leading '{HEADER}:' is ignored).")
+@click.option(
+    "--header",
+    "headers",
+    multiple=True,
+    required=True,
+    metavar="'NAME: VALUE'",
+    help=f"A signature header as received: {HEADER}, or the three Standard Webhooks headers ({SIGNATURE_HEADER} "
+    f"and the others; repeat the option). A value without a name is taken as {HEADER}.",
+)
 @click.option(
     "--tolerance",
     type=click.IntRange(min=0),
@@ -29,15 +39,22 @@ from webhooks.signing import DEFAULT_TOLERANCE_SECONDS, HEADER, verify
     help="Largest accepted age of the signature; raise it to check an older saved request.",
 )
 @click.argument("body_file", type=click.Path(exists=True, dir_okay=False, allow_dash=True), default="-")
-def verify_command(secrets: tuple[str, ...], header: str, tolerance: int, body_file: str) -> None:
-    """Check a saved request's signature.
+def verify_command(secrets: tuple[str, ...], headers: tuple[str, ...], tolerance: int, body_file: str) -> None:
+    """Check a saved request's signature (X-Service-Signature, or the Standard Webhooks headers).
 
     Exits 0 when it is verified, and 1 with the reason when it is not.
 
     BODY_FILE holds the raw request body exactly as received; without it, or with -, it is read from standard input.
     """
-    value = header.split(":", 1)[1] if header.lower().startswith(HEADER.lower() + ":") else header
     with click.open_file(body_file, "rb") as body:
         raw = body.read()
-    timestamp = verify(raw, value.strip(), secrets, tolerance=tolerance)
+    timestamp = verify_headers(dict(_named(header) for header in headers), raw, secrets, tolerance=tolerance)
     click.echo(f"Verified: signed at {format_time(datetime.fromtimestamp(timestamp, UTC))} (t={timestamp}).")
+
+
+def _named(header: str) -> tuple[str, str]:
+    """``("Name", "value")`` from ``Name: value``; a bare value (no header name before a colon) is the signature."""
+    name, sep, value = header.partition(":")
+    if sep and name.strip() and " " not in name.strip() and "=" not in name:
+        return name.strip(), value.strip()
+    return HEADER, header.strip()

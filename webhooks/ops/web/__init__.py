@@ -15,7 +15,7 @@ from flask_wtf.csrf import CSRFProtect
 from webhooks.errors import ConfigurationError
 from webhooks.log import DeliveryLog
 from webhooks.ops.services import Services
-from webhooks.ops.web import auth, errors, views
+from webhooks.ops.web import auth, errors, metrics, views
 from webhooks.registry import Registry, masked_url
 from webhooks.settings import Settings, get_settings
 
@@ -51,6 +51,7 @@ def create_app(
     CSRFProtect(app)
     auth.init_app(app, settings)
     app.register_blueprint(views.blueprint)
+    app.register_blueprint(metrics.blueprint)
     errors.init_app(app)
     app.after_request(security_headers)
     return app

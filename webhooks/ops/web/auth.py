@@ -66,15 +66,20 @@ def throttle() -> LoginThrottle:
     return LoginThrottle(services.store)
 
 
-def _require_sign_in() -> BaseResponse | None:
-    if request.endpoint in ("auth.login", "static"):
-        return None
+def signed_in() -> bool:
+    """Whether this request carries a session that is still valid (sign-out and password changes end them)."""
     try:
-        if sessions().valid(session.get("sid")):
-            g.signed_in = True
-            return None
+        return bool(sessions().valid(session.get("sid")))
     except redis.RedisError as exc:
         raise ServiceUnavailable(_store_down(exc)) from None
+
+
+def _require_sign_in() -> BaseResponse | None:
+    if request.endpoint in ("auth.login", "static", "metrics.scrape"):  # metrics: checks sign-in or its token
+        return None
+    if signed_in():
+        g.signed_in = True
+        return None
     session.pop("sid", None)  # ended, expired, or opened with an earlier password (the CSRF token stays)
     return redirect(url_for("auth.login", next=request.full_path if request.method == "GET" else None))
 

@@ -1,0 +1,153 @@
+"""Prometheus metrics: what workers did (counted where attempts are recorded) and what waits in the broker.
+
+Counters and the latency histogram are counted in the process that made the attempt. A threads worker
+is one process; a prefork worker's attempts happen in its children, so with ``WEBHOOKS_METRICS_DIR``
+set every process writes its counts to files there (prometheus_client's multiprocess mode) and a
+scrape adds them up. The queue's depths are not counted at all: they are read from the broker at
+scrape time (``queue.depths``), so any process (a worker, the settings page) reports the same.
+
+Served by a worker on ``WEBHOOKS_METRICS_PORT`` (``serve_worker_metrics``, at worker start) and by the
+settings page on ``/metrics`` (``exposition``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from celery import Celery
+from kombu.exceptions import OperationalError
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest, values
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import start_http_server
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
+
+from webhooks.log.records import Attempt, State
+from webhooks.queue import queue_for
+from webhooks.settings import Settings
+
+__all__ = [
+    "ATTEMPTS",
+    "ATTEMPT_SECONDS",
+    "CONTENT_TYPE",
+    "DELIVERIES",
+    "BrokerCollector",
+    "count",
+    "exposition",
+    "serve_worker_metrics",
+    "use_metrics_dir",
+]
+
+logger = logging.getLogger("webhooks.metrics")
+
+#: The media type of ``exposition()``'s text.
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+#: Latency buckets in seconds: receivers are asked to answer at once (spec 4.1); the read time-out is 15 s.
+LATENCY_BUCKETS_SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 30.0)
+
+# registry=None: not in prometheus_client's global registry; ``_collectors`` decides how they are read.
+ATTEMPTS = Counter(
+    "webhooks_attempts",
+    "Delivery attempts, by endpoint and outcome (delivered, retry, drop).",
+    ["endpoint", "outcome"],
+    registry=None,
+)
+DELIVERIES = Counter(
+    "webhooks_deliveries",
+    "Deliveries that reached a final state, by endpoint and outcome (delivered, failed, dropped).",
+    ["endpoint", "outcome"],
+    registry=None,
+)
+ATTEMPT_SECONDS = Histogram(
+    "webhooks_attempt_duration_seconds",
+    "Time from sending a delivery's request to its response (or the error), by outcome.",
+    ["outcome"],
+    buckets=LATENCY_BUCKETS_SECONDS,
+    registry=None,
+)
+
+_multiprocess_dir: Path | None = None
+
+
+def count(attempts: Iterable[tuple[str, Attempt, State]]) -> None:
+    """Count attempts as ``(endpoint_id, attempt, state after it)``; a final state counts a delivery too."""
+    for endpoint_id, attempt, state in attempts:
+        ATTEMPTS.labels(endpoint_id, attempt.outcome).inc()
+        ATTEMPT_SECONDS.labels(attempt.outcome).observe(attempt.latency_ms / 1000)
+        if state.final:
+            DELIVERIES.labels(endpoint_id, state.value).inc()
+
+
+def use_metrics_dir(directory: Path, *, clear: bool) -> None:
+    """Count in files under ``directory`` from now on, so processes forked after this add up at a scrape.
+
+    Call it before the first attempt is counted and before a pool forks. ``clear``: empty it first (a
+    worker starting: counts of an earlier run would be added to this one's).
+    """
+    global _multiprocess_dir
+    if clear and directory.exists():
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    # prometheus_client's writers read the directory from this variable and nothing else.
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
+    values.ValueClass = values.MultiProcessValue()  # type: ignore[no-untyped-call]
+    _multiprocess_dir = directory
+
+
+class BrokerCollector(Collector):
+    """Gauges read from the broker when scraped: queue length, retries waiting, the oldest due, the inbox."""
+
+    def __init__(self, app: Celery) -> None:
+        self._app = app
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            now = queue_for(self._app).depths(time.time())
+        except OperationalError as exc:
+            logger.warning("The broker's queue depths cannot be read for metrics: %s", exc)
+            return
+        if now is None:  # not a Redis broker: its queues are not ours to read
+            return
+        yield GaugeMetricFamily("webhooks_queue_length", "Task messages waiting in the queue.", now.queue)
+        yield GaugeMetricFamily(
+            "webhooks_retries_waiting", "Retries waiting in the broker for their time to come.", now.retries_waiting
+        )
+        yield GaugeMetricFamily(
+            "webhooks_oldest_waiting_seconds",
+            "Seconds since the earliest-due waiting retry became due (0: none is due); more than a few "
+            "seconds means no worker is moving due retries onto the queue.",
+            now.oldest_due_seconds,
+        )
+        yield GaugeMetricFamily(
+            "webhooks_inbox_length", "Events published one at a time, waiting for their fan-out.", now.inbox
+        )
+
+
+def _collectors(app: Celery) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=True)
+    if _multiprocess_dir is not None:
+        MultiProcessCollector(registry, path=str(_multiprocess_dir))  # type: ignore[no-untyped-call]
+    else:
+        for metric in (ATTEMPTS, DELIVERIES, ATTEMPT_SECONDS):
+            registry.register(metric)
+    registry.register(BrokerCollector(app))
+    return registry
+
+
+def exposition(app: Celery) -> bytes:
+    """The metrics in Prometheus' text format, for the settings page's ``/metrics``."""
+    return generate_latest(_collectors(app))
+
+
+def serve_worker_metrics(settings: Settings, app: Celery) -> None:
+    """At worker start: count in ``WEBHOOKS_METRICS_DIR`` (if set) and serve ``WEBHOOKS_METRICS_PORT`` (if set)."""
+    if settings.metrics_dir is not None:
+        use_metrics_dir(settings.metrics_dir, clear=True)
+    if settings.metrics_port is not None:
+        start_http_server(settings.metrics_port, settings.metrics_address, registry=_collectors(app))
+        logger.info("Metrics served on http://%s:%d/metrics", settings.metrics_address, settings.metrics_port)
