@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from bench.dashboard import answers, scrape
-from tests.integration.conftest import free_port, publish, service_env, write_registry
+from tests.integration.conftest import publish, service_env, write_registry
 from tests.receiver import always
+from tests.servers import free_port
 from tests.waiting import wait_until
 from webhooks.samples import sample_event_kwargs
 
