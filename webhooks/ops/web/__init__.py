@@ -48,6 +48,7 @@ def create_app(
     app.extensions["webhooks"] = Services(settings, registry=registry, log=log, store=store)
     app.jinja_env.filters["when"] = when
     app.jinja_env.filters["masked_url"] = masked_url
+    app.jinja_env.filters["iso"] = iso
     CSRFProtect(app)
     auth.init_app(app, settings)
     app.register_blueprint(views.blueprint)
@@ -84,3 +85,8 @@ def security_headers(response: Response) -> Response:
 def when(moment: datetime) -> str:
     """A time as operators read it on the page: ``2026-11-22 09:30:12 UTC``."""
     return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def iso(moment: datetime) -> str:
+    """A time for ``<time datetime>``, which the page's script shows in the browser's time zone."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -10,10 +10,11 @@ from werkzeug.wrappers import Response
 
 from webhooks.errors import DeliveryLogError, ReadOnlyRegistryError
 from webhooks.events import EVENT_GROUPS, EVENT_NAMES
-from webhooks.log import DeliverySummary, EndpointActivity
+from webhooks.log import STATE_NAMES, DeliverySummary, EndpointActivity, Page, State
 from webhooks.ops.redelivery import redeliver, redeliver_failed
 from webhooks.ops.services import Services
 from webhooks.ops.web.auth import local_url
+from webhooks.ops.web.filters import DeliveryFilters, EndpointFilters
 from webhooks.ops.web.forms import EndpointForm
 from webhooks.pipeline.address import AddressPolicy
 from webhooks.publish import send_test_event
@@ -47,6 +48,7 @@ def page_context() -> dict[str, object]:
         "read_only": read_only_reason(),
         "event_groups": EVENT_GROUPS,
         "event_count": len(EVENT_NAMES),
+        "states": STATE_NAMES,
         "now": datetime.now(UTC),
     }
 
@@ -57,14 +59,31 @@ RECENT_DELIVERIES = 25
 
 @blueprint.get("/")
 def endpoints() -> str:
-    listed = services().registry.list()
+    filters = EndpointFilters.from_args(request.args)
+    listed, pages = filters.select(services().registry.list())
     activity: dict[str, EndpointActivity] = {}
     log_error = None
     try:
         activity = services().log.activity(endpoint.id for endpoint in listed)
     except DeliveryLogError as exc:  # the endpoints are still worth showing
         log_error = str(exc)
-    return render_template("endpoints.html", endpoints=listed, summaries=activity, log_error=log_error)
+    return render_template(
+        "endpoints.html", endpoints=listed, summaries=activity, log_error=log_error, filters=filters, pages=pages
+    )
+
+
+@blueprint.get("/deliveries")
+def deliveries() -> tuple[str, int]:
+    filters = DeliveryFilters.from_args(request.args)
+    query = filters.query()
+    page, log_error = Page([]), None
+    if query is not None:
+        try:
+            page = services().log.query(query)
+        except DeliveryLogError as exc:
+            log_error = str(exc)
+    status = 400 if filters.errors else 200
+    return render_template("deliveries.html", filters=filters, page=page, log_error=log_error), status
 
 
 @blueprint.route("/endpoints/new", methods=["GET", "POST"])
@@ -93,13 +112,19 @@ def reveal(endpoint_id: str) -> str:
 def endpoint_page(endpoint_id: str, *, revealed: bool) -> str:
     endpoint = services().registry.get(endpoint_id)
     recent: list[DeliverySummary] = []
-    log_error = None
+    log_error, has_failed = None, False
     try:
         recent = services().log.find(endpoint_id=endpoint_id, limit=RECENT_DELIVERIES)
+        has_failed = bool(services().log.find(endpoint_id=endpoint_id, state=State.FAILED, limit=1))
     except DeliveryLogError as exc:
         log_error = str(exc)
     return render_template(
-        "endpoint.html", endpoint=endpoint, revealed=revealed, deliveries=recent, log_error=log_error
+        "endpoint.html",
+        endpoint=endpoint,
+        revealed=revealed,
+        deliveries=recent,
+        has_failed=has_failed,
+        log_error=log_error,
     )
 
 

@@ -1,0 +1,140 @@
+"""The deliveries page and the endpoint list's search and paging, through Flask's test client."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+import pytest
+
+from tests.unit.ops.conftest import attempt_series
+from webhooks.log import FannedOut
+from webhooks.ops.web.filters import DELIVERIES_PER_PAGE, ENDPOINTS_PER_PAGE
+
+BODY = '{"id":"evt","name":"user_created"}'
+
+
+def rows(page: str) -> list[str]:
+    return re.findall(r'<tr data-delivery="([^"]+)"', page)
+
+
+def get(client, path: str, status: int = 200) -> str:
+    response = client.get(path)
+    assert response.status_code == status, response.get_data(as_text=True)
+    return response.get_data(as_text=True)
+
+
+@pytest.fixture
+def history(log):
+    log.enqueued([FannedOut("evt_new", "company_created", BODY, ["crm", "erp"])])
+    attempt_series(log, "evt_ok", "crm", [200])
+    attempt_series(log, "evt_retry", "erp", [503])
+    attempt_series(log, "evt_dead", "crm", [500] * 11)
+
+
+def test_every_delivery_across_endpoints_links_to_its_page(client, history):
+    page = get(client, "/deliveries")
+    assert sorted(rows(page)) == ["evt_dead@crm", "evt_new@crm", "evt_new@erp", "evt_ok@crm", "evt_retry@erp"]
+    assert 'href="/deliveries/evt_dead@crm"' in page and 'href="/endpoints/erp"' in page
+    assert 'rel="next"' not in page
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("state=failed", ["evt_dead@crm"]),
+        ("state=retrying", ["evt_retry@erp"]),
+        ("state=pending", ["evt_new@crm", "evt_new@erp"]),
+        ("kind=company_created", ["evt_new@crm", "evt_new@erp"]),
+        ("endpoint_id=erp", ["evt_new@erp", "evt_retry@erp"]),
+        ("q=evt_new", ["evt_new@crm", "evt_new@erp"]),
+        ("q=evt_new@erp", ["evt_new@erp"]),
+        ("q=evt_ok&state=failed", []),
+        ("kind=user_created&endpoint_id=crm", ["evt_dead@crm", "evt_ok@crm"]),
+        ("since=2000-01-01T00:00&until=2100-01-01T00:00&state=delivered", ["evt_ok@crm"]),
+        ("until=2000-01-01T00:00", []),
+    ],
+)
+def test_each_filter(client, history, query, expected):
+    page = get(client, f"/deliveries?{query}")
+    assert sorted(rows(page)) == expected
+    if not expected:
+        assert "No deliveries match these filters." in page
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("state=lost", "&#39;lost&#39; is not a state; choose one of: pending, retrying"),
+        ("kind=user_deleted", "&#39;user_deleted&#39; is not a kind; choose one of: user_created"),
+        ("since=yesterday", "&#39;yesterday&#39; is not a date and time; write it as 2026-11-24T14:30 (UTC)."),
+        ("since=2026-02-01T00:00&until=2026-01-01T00:00", "The end of the time range must come after its start."),
+        ("q=evt@", "&#39;evt@&#39; is not a delivery id (expected EVENT_ID@ENDPOINT_ID)."),
+        (
+            "q=evt@crm&endpoint_id=erp",
+            "Delivery &#39;evt@crm&#39; is not to endpoint &#39;erp&#39;; clear one of them.",
+        ),
+        ("cursor=nope", "&#39;nope&#39; is not a page cursor; use the one the previous page gave."),
+    ],
+)
+def test_a_filter_that_cannot_be_read_is_named_with_a_400(client, history, query, message):
+    page = get(client, f"/deliveries?{query}", status=400)
+    assert message in page
+    assert "Traceback" not in page
+
+
+def _next(page: str) -> str | None:
+    match = re.search(r'rel="next" href="([^"]+)"', page)
+    return match.group(1).replace("&amp;", "&") if match else None
+
+
+@pytest.mark.parametrize("count", [DELIVERIES_PER_PAGE - 1, DELIVERIES_PER_PAGE, DELIVERIES_PER_PAGE + 1, 120])
+def test_paging_boundaries_show_each_delivery_once(client, log, count):
+    # One fan-out: every delivery shares one score, the hardest case for a cursor.
+    log.enqueued([FannedOut("evt_wide", "user_created", BODY, [f"ep{n:03}" for n in range(count)])])
+    seen, path, pages = [], "/deliveries?state=pending", 0
+    while path:
+        page = get(client, path)
+        seen += rows(page)
+        pages += 1
+        path = _next(page)
+        if path:
+            assert "state=pending" in path  # the filters ride along
+            assert "Newest" in get(client, path)
+    assert sorted(seen) == sorted(f"evt_wide@ep{n:03}" for n in range(count))
+    assert pages == -(-count // DELIVERIES_PER_PAGE)
+
+
+def test_no_deliveries_yet_says_how_to_get_one(client):
+    assert "No deliveries yet. Send a test event" in get(client, "/deliveries")
+
+
+def test_the_endpoint_list_searches_and_pages(client, registry):
+    for n in range(ENDPOINTS_PER_PAGE + 5):
+        registry.add(f"https://n{n:03}.example/hook", ["all"], description="billing" if n == 7 else "")
+    first = get(client, "/")
+    assert first.count('<td data-label="Endpoint">') == ENDPOINTS_PER_PAGE
+    assert "Page 1 of 2" in first and 'rel="prev"' not in first
+    second = get(client, "/?page=2")
+    assert second.count('<td data-label="Endpoint">') == 5 and "Page 2 of 2" in second and 'rel="next"' not in second
+    assert get(client, "/?page=99").count('<td data-label="Endpoint">') == 5  # past the end: the last page
+    assert get(client, "/?page=zero").count('<td data-label="Endpoint">') == ENDPOINTS_PER_PAGE
+    found = get(client, "/?q=N012.EXAMPLE")
+    assert found.count('<td data-label="Endpoint">') == 1 and "n012.example" in found and "Page 1" not in found
+    assert get(client, "/?q=billing").count('<td data-label="Endpoint">') == 1
+    assert "No endpoint matches nothing-like-this." in get(client, "/?q=nothing-like-this")
+
+
+def test_replay_all_failed_shows_whenever_the_endpoint_has_a_failure(client, registry, log):
+    endpoint = registry.add("https://a.example/", ["all"])
+    attempt_series(log, "evt_dead", endpoint.id, [500] * 11)
+    log.enqueued([FannedOut(f"evt_{n}", "user_created", BODY, [endpoint.id]) for n in range(30)])
+    page = get(client, f"/endpoints/{endpoint.id}")
+    assert "evt_dead" not in page  # not among the 25 newest...
+    assert "Replay all failed" in page  # ...and still offered
+
+
+def test_times_are_marked_up_for_the_browser(client, history):
+    page = get(client, "/deliveries")
+    assert re.search(r'<time datetime="\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ" title="[^"]+ UTC">', page)
+    assert datetime.now(UTC).strftime("%Y-%m-%d") in page
