@@ -7,7 +7,7 @@ leads to live here, so they are tested without Redis.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
@@ -16,6 +16,9 @@ from webhooks.settings import MAX_ATTEMPTS
 
 #: How much of a receiver's response body an attempt keeps.
 RESPONSE_EXCERPT_BYTES = 1024
+#: How much of each side's headers an attempt keeps (names and values), and of any one value.
+HEADERS_BYTES = 4096
+HEADER_VALUE_BYTES = 512
 
 
 class State(enum.Enum):
@@ -74,11 +77,30 @@ class Attempt:
     #: The first RESPONSE_EXCERPT_BYTES of the response body, decoded leniently.
     response_excerpt: str = ""
     next_retry_at: datetime | None = None
+    #: The error in a few words ("Connection refused"), decided when the attempt was made.
+    reason: str | None = None
+    #: The request's headers as sent (the signature, never a secret) and the response's, cut by bounded_headers().
+    request_headers: Mapping[str, str] = field(default_factory=dict)
+    response_headers: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def result(self) -> str:
-        """``HTTP 503``, or the error: what operators read first."""
-        return f"HTTP {self.status_code}" if self.status_code is not None else str(self.error)
+        """``HTTP 503``, or the short reason (the error, for records older than reasons): what operators read first."""
+        return f"HTTP {self.status_code}" if self.status_code is not None else str(self.reason or self.error)
+
+
+def bounded_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """``headers`` in order, each value cut to HEADER_VALUE_BYTES characters, until HEADERS_BYTES are used:
+    a receiver cannot make the log keep more per attempt, whatever it answers."""
+    kept: dict[str, str] = {}
+    used = 0
+    for name, value in headers.items():
+        value = value[:HEADER_VALUE_BYTES]
+        used += len(name) + len(value)
+        if used > HEADERS_BYTES:
+            break
+        kept[name] = value
+    return kept
 
 
 class AttemptRecord(NamedTuple):

@@ -116,7 +116,16 @@ def test_eleven_failures_make_it_failed_and_a_restart_begins_a_new_series(log, c
 
 def test_an_attempt_without_response_shows_its_error(log, clock):
     record(log, clock, 1, status=None, error="ConnectTimeout: timed out")
-    assert log.get("evt_1@crm").last_result == "ConnectTimeout: timed out"
+    assert log.get("evt_1@crm").last_result == "ConnectTimeout: timed out"  # recorded before reasons existed
+
+
+def test_an_attempt_keeps_its_short_reason_beside_the_error(log, clock):
+    error = "ConnectionError: HTTPConnectionPool(host='crm', port=80): Max retries exceeded ... Connection refused"
+    record(log, clock, 1, status=None, error=error, reason="Connection refused")
+    delivery = log.get("evt_1@crm")
+    assert delivery.last_result == "Connection refused"
+    (attempt,) = delivery.history
+    assert (attempt.reason, attempt.error, attempt.result) == ("Connection refused", error, "Connection refused")
 
 
 def test_an_unknown_delivery_is_not_found(log):

@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.unit.ops.conftest import attempt_series
-from webhooks.log import FannedOut
+from webhooks.log import Attempt, FannedOut, State
 from webhooks.ops.web.filters import DELIVERIES_PER_PAGE, ENDPOINTS_PER_PAGE
+from webhooks.signing import HEADER
 
 BODY = '{"id":"evt","name":"user_created"}'
 
@@ -138,3 +139,50 @@ def test_times_are_marked_up_for_the_browser(client, history):
     page = get(client, "/deliveries")
     assert re.search(r'<time datetime="\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ" title="[^"]+ UTC">', page)
     assert datetime.now(UTC).strftime("%Y-%m-%d") in page
+
+
+def test_a_failed_attempt_reads_at_a_glance_with_its_detail_one_click_away(client, log):
+    long_error = "ConnectionError: HTTPConnectionPool(host='10.1.2.3', port=80): Max retries exceeded " + "x" * 300
+    attempt = Attempt(
+        1,
+        datetime.now(UTC),
+        "retry",
+        3.0,
+        error=long_error,
+        reason="Connection refused",
+        request_headers={"Content-Type": "application/json; charset=utf-8", HEADER: "t=1,v1=abc"},
+    )
+    log.record_attempt("evt_x", "crm", BODY, "user_created", attempt, State.RETRYING)
+    listing = get(client, "/deliveries")
+    assert '<span class="clip" title="Connection refused">Connection refused</span>' in listing
+    assert "Max retries" not in listing
+    page = get(client, "/deliveries/evt_x@crm")
+    assert re.search(r"<summary>.*?Connection refused.*?</summary>", page, flags=re.S)
+    assert "<h3>Technical detail</h3>" in page and "Max retries exceeded" in page
+    assert f'<th scope="row">{HEADER}</th><td><code>t=1,v1=abc</code>' in page
+
+
+def test_the_response_shows_status_headers_and_a_pretty_body(client, log):
+    attempt = Attempt(
+        1,
+        datetime.now(UTC),
+        "retry",
+        3.0,
+        status_code=503,
+        response_excerpt='{"error":"busy","retry":true}',
+        response_headers={"Retry-After": "30", "X-Request-Id": "req_9"},
+    )
+    log.record_attempt("evt_y", "crm", BODY, "user_created", attempt, State.RETRYING)
+    page = get(client, "/deliveries/evt_y@crm")
+    assert "<h3>Response 503</h3>" in page
+    assert '<th scope="row">X-Request-Id</th><td><code>req_9</code>' in page
+    assert "{\n  &#34;error&#34;: &#34;busy&#34;,\n  &#34;retry&#34;: true\n}" in page
+
+
+def test_a_redelivery_series_is_set_apart(client, log):
+    attempt_series(log, "evt_z", "crm", [500] * 11)
+    log.restart("evt_z@crm")
+    attempt_series(log, "evt_z", "crm", [200])
+    page = get(client, "/deliveries/evt_z@crm")
+    assert page.count('class="divider"') == 1
+    assert page.index("Redelivered: a new series") > page.index("#11")

@@ -6,6 +6,7 @@ misconfigured deployment fails at start with a sentence instead of serving an op
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 import redis
@@ -49,6 +50,7 @@ def create_app(
     app.jinja_env.filters["when"] = when
     app.jinja_env.filters["masked_url"] = masked_url
     app.jinja_env.filters["iso"] = iso
+    app.jinja_env.filters["pretty"] = pretty
     CSRFProtect(app)
     auth.init_app(app, settings)
     app.register_blueprint(views.blueprint)
@@ -90,3 +92,11 @@ def when(moment: datetime) -> str:
 def iso(moment: datetime) -> str:
     """A time for ``<time datetime>``, which the page's script shows in the browser's time zone."""
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pretty(text: str) -> str:
+    """JSON indented for reading; anything else (a cut or non-JSON body) as it is."""
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except ValueError:
+        return text

@@ -11,6 +11,7 @@ from werkzeug.wrappers import Response
 from webhooks.errors import DeliveryLogError, ReadOnlyRegistryError
 from webhooks.events import EVENT_GROUPS, EVENT_NAMES
 from webhooks.log import STATE_NAMES, DeliverySummary, EndpointActivity, Page, State
+from webhooks.log.records import RESPONSE_EXCERPT_BYTES
 from webhooks.ops.redelivery import redeliver, redeliver_failed
 from webhooks.ops.services import Services
 from webhooks.ops.web.auth import local_url
@@ -130,7 +131,8 @@ def endpoint_page(endpoint_id: str, *, revealed: bool) -> str:
 
 @blueprint.get("/deliveries/<delivery_id>")
 def delivery(delivery_id: str) -> str:
-    return render_template("delivery.html", delivery=services().log.get(delivery_id))
+    found = services().log.get(delivery_id)
+    return render_template("delivery.html", delivery=found, excerpt_bytes=RESPONSE_EXCERPT_BYTES)
 
 
 @blueprint.post("/deliveries/<delivery_id>/redeliver")
