@@ -270,3 +270,31 @@ def test_metrics_need_the_sign_in_or_the_bearer_token(registry, log):
 def test_metrics_without_a_token_are_for_the_signed_in_operator(app, client):
     assert app.test_client().get("/metrics", headers={"Authorization": "Bearer "}).status_code == 401
     assert client.get("/metrics").status_code == 200
+
+
+def test_a_new_secret_is_shown_once_unmasked_and_never_cached(client, registry):
+    response = post(client, "/endpoints/new", "/endpoints/new", url="https://crm.example/hook", events=["all"])
+    (endpoint,) = registry.list()
+    shown = client.get(response.headers["Location"])
+    assert endpoint.secret in shown.get_data(as_text=True)
+    assert "the secret shown below" in shown.get_data(as_text=True)
+    assert shown.headers["Cache-Control"] == "no-store"
+    again = client.get(f"/endpoints/{endpoint.id}")
+    assert endpoint.secret not in again.get_data(as_text=True)  # once
+    assert "no-store" not in again.headers.get("Cache-Control", "")
+
+    page = f"/endpoints/{endpoint.id}"
+    rotated = post(client, f"{page}/rotate", page, overlap_hours="1")
+    after = client.get(rotated.headers["Location"])
+    new_secret = registry.get(endpoint.id).secret
+    text = after.get_data(as_text=True)
+    assert new_secret in text and after.headers["Cache-Control"] == "no-store"
+    assert "keeps working for 1 hour." in text
+    assert new_secret not in client.get(page).get_data(as_text=True)
+    assert post(client, f"{page}/reveal", page).headers["Cache-Control"] == "no-store"
+
+
+def test_the_secret_shown_once_is_only_that_endpoints(client, registry):
+    other = registry.add("https://b.example/", ["all"])
+    post(client, "/endpoints/new", "/endpoints/new", url="https://crm.example/hook", events=["all"])
+    assert other.secret not in client.get(f"/endpoints/{other.id}").get_data(as_text=True)

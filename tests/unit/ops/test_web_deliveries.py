@@ -186,3 +186,18 @@ def test_a_redelivery_series_is_set_apart(client, log):
     page = get(client, "/deliveries/evt_z@crm")
     assert page.count('class="divider"') == 1
     assert page.index("Redelivered: a new series") > page.index("#11")
+
+
+def test_the_pages_mark_their_live_regions_for_the_script(client, log, registry):
+    endpoint = registry.add("https://a.example/", ["all"])
+    attempt_series(log, "evt_l", endpoint.id, [503])
+    assert '<section id="results" data-live="/deliveries?state=retrying">' in get(client, "/deliveries?state=retrying")
+    first = get(client, "/deliveries?limit=1")
+    assert 'data-live="/deliveries?limit=1"' in first
+    assert 'data-live="/deliveries/' in get(client, f"/deliveries/evt_l@{endpoint.id}")
+    assert f'id="deliveries" data-live="/endpoints/{endpoint.id}"' in get(client, f"/endpoints/{endpoint.id}")
+    log.enqueued([FannedOut(f"evt_{n}", "user_created", BODY, ["crm"]) for n in range(60)])
+    older = _next(get(client, "/deliveries"))
+    assert older and "data-live" not in get(client, older)  # an older page stays still
+    for page in (first, get(client, f"/endpoints/{endpoint.id}")):
+        assert "<script>" not in page and "onclick=" not in page and 'style="' not in page

@@ -16,6 +16,7 @@ from webhooks.ops.cli.output import delivery_details, delivery_record, delivery_
 from webhooks.ops.redelivery import REPLAYABLE, redeliver_failed
 from webhooks.ops.redelivery import redeliver as redeliver_one
 from webhooks.ops.services import Services
+from webhooks.ops.wording import plural
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (stable keys) instead of text.")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -135,4 +136,6 @@ def redeliver(
     if force:
         raise RedeliveryError("--force applies to one delivery ID only; a replay sends failed or dropped ones.")
     replayed = redeliver_failed(services.log, endpoint_id, state=State(state), since=since)
-    click.echo(f"Redelivering {len(replayed)} {state} deliveries of endpoint {endpoint_id!r}.")
+    click.echo(
+        f"Redelivering {plural(len(replayed), f'{state} delivery', f'{state} deliveries')} of endpoint {endpoint_id!r}."
+    )

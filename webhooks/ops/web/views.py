@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from flask import Blueprint, current_app, flash, redirect, render_template, request, url_for
+from flask import Blueprint, current_app, flash, make_response, redirect, render_template, request, session, url_for
 from werkzeug.wrappers import Response
 
 from webhooks.errors import DeliveryLogError, ReadOnlyRegistryError
@@ -17,6 +17,7 @@ from webhooks.ops.services import Services
 from webhooks.ops.web.auth import local_url
 from webhooks.ops.web.filters import DeliveryFilters, EndpointFilters
 from webhooks.ops.web.forms import EndpointForm
+from webhooks.ops.wording import plural
 from webhooks.pipeline.address import AddressPolicy
 from webhooks.publish import send_test_event
 from webhooks.registry import WritableRegistry, masked_url
@@ -95,22 +96,31 @@ def new_endpoint() -> Response | str | tuple[str, int]:
     if not form.validate(policy=AddressPolicy.of(services().settings)):
         return render_template("endpoint_form.html", form=form, endpoint=None), 400
     endpoint = writable().add(form.url, form.events, description=form.description)
-    flash("Endpoint added. Give its receiver the secret shown below.", "success")
+    session[REVEAL_ONCE] = endpoint.id
+    flash("Endpoint added. Give its receiver the secret shown below; Reveal shows it again later.", "success")
     return redirect(url_for("views.endpoint", endpoint_id=endpoint.id))
 
 
+#: The session key naming the endpoint whose new secret the next view of its page shows, once.
+REVEAL_ONCE = "reveal_once"
+
+
 @blueprint.get("/endpoints/<endpoint_id>")
-def endpoint(endpoint_id: str) -> str:
-    return endpoint_page(endpoint_id, revealed=False)
+def endpoint(endpoint_id: str) -> Response:
+    # Right after an add or a rotation the new secret is shown once, on the page the form redirects to.
+    revealed = session.get(REVEAL_ONCE) == endpoint_id
+    if revealed:
+        session.pop(REVEAL_ONCE)
+    return endpoint_page(endpoint_id, revealed=revealed)
 
 
 @blueprint.post("/endpoints/<endpoint_id>/reveal")
-def reveal(endpoint_id: str) -> str:
+def reveal(endpoint_id: str) -> Response:
     # A POST, so the secret never travels in a URL, a Referer or a browser history entry.
     return endpoint_page(endpoint_id, revealed=True)
 
 
-def endpoint_page(endpoint_id: str, *, revealed: bool) -> str:
+def endpoint_page(endpoint_id: str, *, revealed: bool) -> Response:
     endpoint = services().registry.get(endpoint_id)
     recent: list[DeliverySummary] = []
     log_error, has_failed = None, False
@@ -119,14 +129,19 @@ def endpoint_page(endpoint_id: str, *, revealed: bool) -> str:
         has_failed = bool(services().log.find(endpoint_id=endpoint_id, state=State.FAILED, limit=1))
     except DeliveryLogError as exc:
         log_error = str(exc)
-    return render_template(
-        "endpoint.html",
-        endpoint=endpoint,
-        revealed=revealed,
-        deliveries=recent,
-        has_failed=has_failed,
-        log_error=log_error,
+    response = make_response(
+        render_template(
+            "endpoint.html",
+            endpoint=endpoint,
+            revealed=revealed,
+            deliveries=recent,
+            has_failed=has_failed,
+            log_error=log_error,
+        )
     )
+    if revealed:  # neither the browser nor a proxy keeps a page with a secret
+        response.headers["Cache-Control"] = "no-store"
+    return response
 
 
 @blueprint.get("/deliveries/<delivery_id>")
@@ -147,7 +162,9 @@ def replay_failed(endpoint_id: str) -> Response:
     endpoint = services().registry.get(endpoint_id)
     replayed = redeliver_failed(services().log, endpoint.id)
     if replayed:
-        flash(f"Redelivering {len(replayed)} failed deliveries to this endpoint.", "success")
+        flash(
+            f"Redelivering {plural(len(replayed), 'failed delivery', 'failed deliveries')} to this endpoint.", "success"
+        )
     else:
         flash("No failed deliveries to replay.", "success")
     return redirect(url_for("views.endpoint", endpoint_id=endpoint_id))
@@ -187,7 +204,9 @@ def rotate(endpoint_id: str) -> Response:
         flash("The overlap must be a whole number of hours from 0 to 720.", "error")
         return redirect(url_for("views.endpoint", endpoint_id=endpoint_id))
     writable().rotate_secret(endpoint_id, overlap_seconds=int(hours) * 3600)
-    flash(f"Secret rotated. The previous secret keeps working for {hours} hours.", "success")
+    session[REVEAL_ONCE] = endpoint_id
+    overlap = plural(int(hours), "hour")
+    flash(f"Secret rotated: the new one is shown below. The previous secret keeps working for {overlap}.", "success")
     return redirect(url_for("views.endpoint", endpoint_id=endpoint_id))
 
 
