@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
 
+from webhooks.log.health import HourCounts, Totals, totals
 from webhooks.settings import MAX_ATTEMPTS
 
 #: How much of a receiver's response body an attempt keeps.
@@ -154,10 +155,27 @@ class Delivery(DeliverySummary):
 
 @dataclass(frozen=True, slots=True)
 class EndpointActivity:
-    """An endpoint's last attempt and its delivered/failed counts over the last 24 hours."""
+    """An endpoint's last attempt and its hourly counts over the last 24 hours, oldest hour first."""
 
     last_state: State | None = None
     last_result: str | None = None
     last_at: datetime | None = None
-    delivered: int = 0
-    failed: int = 0
+    hours: tuple[HourCounts, ...] = ()
+
+    @property
+    def last_hour(self) -> Totals:
+        return totals(self.hours[-1:])
+
+    @property
+    def last_day(self) -> Totals:
+        return totals(self.hours)
+
+    @property
+    def delivered(self) -> int:
+        """Attempts in the last 24 hours that delivered."""
+        return self.last_day.delivered
+
+    @property
+    def failed(self) -> int:
+        """Deliveries that failed for good (their last attempt) in the last 24 hours."""
+        return self.last_day.failed

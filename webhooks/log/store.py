@@ -32,6 +32,7 @@ from redis.typing import EncodableT
 
 from webhooks.errors import DeliveryLogError, DeliveryNotFoundError
 from webhooks.events import EVENT_NAMES
+from webhooks.log.health import HourCounts, latency_field
 from webhooks.log.queries import QUERY_SCRIPT, DeliveryQuery, Page, next_cursor, parse_cursor
 from webhooks.log.records import (
     RESPONSE_EXCERPT_BYTES,
@@ -90,7 +91,8 @@ return redis.call('ZCARD', KEYS[1])
 #: its counts for this hour, the event kind's index, the event id's index, then the index of each state,
 #: the new state's first. ARGV: now, retention, delivery id, event id, endpoint id, event name, body,
 #: state, attempt number, last result, latency, next retry ("" for none), the attempt as JSON, history
-#: kept, and the counter to increment ("" for none) with its time to live. Returns the index's size.
+#: kept, the counter to increment (the state) with its time to live, and the latency bucket to increment
+#: ("" when no request was sent). Returns the index's size.
 _RECORD_ATTEMPT = """
 local now, retention, did = ARGV[1], ARGV[2], ARGV[3]
 redis.call('HSETNX', KEYS[1], 'started_at', now)
@@ -113,10 +115,9 @@ for i = 10, #KEYS do redis.call('ZREM', KEYS[i], did) end
 for _, i in ipairs({4, 7, 8, 9}) do redis.call('EXPIRE', KEYS[i], retention) end
 redis.call('HSET', KEYS[5], 'state', ARGV[8], 'result', ARGV[10], 'at', now)
 redis.call('EXPIRE', KEYS[5], retention)
-if ARGV[15] ~= '' then
-    redis.call('HINCRBY', KEYS[6], ARGV[15], 1)
-    redis.call('EXPIRE', KEYS[6], ARGV[16])
-end
+redis.call('HINCRBY', KEYS[6], ARGV[15], 1)
+if ARGV[17] ~= '' then redis.call('HINCRBY', KEYS[6], ARGV[17], 1) end
+redis.call('EXPIRE', KEYS[6], ARGV[16])
 return redis.call('ZCARD', KEYS[3])
 """
 
@@ -270,7 +271,7 @@ class DeliveryLog:
         return Page(self._summaries(ids), cursor)
 
     def activity(self, endpoint_ids: Iterable[str]) -> dict[str, EndpointActivity]:
-        """Each endpoint's last attempt and delivered/failed counts over the last 24 hours, in one round trip."""
+        """Each endpoint's last attempt and its hourly counts over the last 24 hours, in one round trip."""
         ids = list(endpoint_ids)
         hour = int(self._clock() // HOUR)
         hours = range(hour - ACTIVITY_WINDOW // HOUR + 1, hour + 1)
@@ -278,18 +279,16 @@ class DeliveryLog:
             for endpoint_id in ids:
                 pipe.hgetall(self.KEY_LAST.format(endpoint_id=endpoint_id))
                 for h in hours:
-                    pipe.hmget(self.KEY_COUNTS.format(endpoint_id=endpoint_id, hour=h), "delivered", "failed")
+                    pipe.hgetall(self.KEY_COUNTS.format(endpoint_id=endpoint_id, hour=h))
             replies = iter(pipe.execute())
         result: dict[str, EndpointActivity] = {}
         for endpoint_id in ids:
             last = cast(dict[str, str], next(replies))
-            counts = [cast(list[str | None], next(replies)) for _ in hours]
             result[endpoint_id] = EndpointActivity(
                 last_state=State(last["state"]) if last else None,
                 last_result=last.get("result"),
                 last_at=_time(last.get("at")),
-                delivered=sum(int(delivered or 0) for delivered, _ in counts),
-                failed=sum(int(failed or 0) for _, failed in counts),
+                hours=tuple(HourCounts.from_hash(h, cast(dict[str, str], next(replies))) for h in hours),
             )
         return result
 
@@ -328,7 +327,7 @@ class DeliveryLog:
         attempt, endpoint_id = record.attempt, record.endpoint_id
         now = attempt.at.timestamp()
         did = delivery_id(record.event_id, endpoint_id)
-        counted = record.state in (State.DELIVERED, State.FAILED)
+        sent = attempt.status_code is not None or attempt.outcome != "drop"
         keys = [
             self.KEY_DELIVERY.format(id=did),
             self.KEY_ATTEMPTS.format(id=did),
@@ -355,8 +354,9 @@ class DeliveryLog:
             attempt.next_retry_at.timestamp() if attempt.next_retry_at else "",
             _encode_attempt(attempt),
             MAX_HISTORY,
-            record.state.value if counted else "",
+            record.state.value,
             ACTIVITY_WINDOW + HOUR,
+            latency_field(attempt.latency_ms) if sent else "",
         ]
         return keys, args
 

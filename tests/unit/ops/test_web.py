@@ -199,8 +199,16 @@ def test_the_list_shows_each_endpoints_last_attempt_and_24_hour_counts(client, r
     attempt_series(log, "evt_ok", endpoint.id, [200])
     attempt_series(log, "evt_bad", endpoint.id, [500] * 11)
     page = client.get("/").get_data(as_text=True)
-    assert "1 delivered · 1 failed" in page
-    assert '<span class="pill failed">HTTP 500</span>' in page
+    assert '<span class="count delivered">1 delivered</span>' in page
+    assert '<span class="count failed">1 failed</span>' in page
+    assert '<span class="count retrying">10 retrying</span>' in page
+    assert '<span class="pill failed clip" title="HTTP 500">HTTP 500</span>' in page
+    assert "<strong>8.3 %</strong> ok" in page  # 1 of 12 requests answered 2xx
+    assert re.search(
+        r'<rect class="delivered" x="[\d.]+" y="[\d.]+" width="[\d.]+" height="[\d.]+">'
+        r"<title>\d\d:00 UTC: 1 delivered</title>",
+        page,
+    )
 
 
 def test_the_endpoint_screen_lists_recent_deliveries_and_a_delivery_shows_every_attempt(client, registry, log):

@@ -17,6 +17,8 @@ from webhooks.errors import ConfigurationError
 from webhooks.log import DeliveryLog
 from webhooks.ops.services import Services
 from webhooks.ops.web import auth, errors, metrics, views
+from webhooks.ops.web.charts import bars
+from webhooks.ops.wording import milliseconds, percent
 from webhooks.registry import Registry, masked_url
 from webhooks.settings import Settings, get_settings
 
@@ -51,6 +53,9 @@ def create_app(
     app.jinja_env.filters["masked_url"] = masked_url
     app.jinja_env.filters["iso"] = iso
     app.jinja_env.filters["pretty"] = pretty
+    app.jinja_env.filters["percent"] = percent
+    app.jinja_env.filters["ms"] = milliseconds
+    app.jinja_env.filters["bars"] = bars
     CSRFProtect(app)
     auth.init_app(app, settings)
     app.register_blueprint(views.blueprint)

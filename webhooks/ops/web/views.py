@@ -11,10 +11,12 @@ from werkzeug.wrappers import Response
 from webhooks.errors import DeliveryLogError, ReadOnlyRegistryError
 from webhooks.events import EVENT_GROUPS, EVENT_NAMES
 from webhooks.log import STATE_NAMES, DeliverySummary, EndpointActivity, Page, State
+from webhooks.log.health import COUNTED_STATES
 from webhooks.log.records import RESPONSE_EXCERPT_BYTES
 from webhooks.ops.redelivery import redeliver, redeliver_failed
 from webhooks.ops.services import Services
 from webhooks.ops.web.auth import local_url
+from webhooks.ops.web.charts import CHART_HEIGHT, CHART_WIDTH
 from webhooks.ops.web.filters import DeliveryFilters, EndpointFilters
 from webhooks.ops.web.forms import EndpointForm
 from webhooks.ops.wording import plural
@@ -51,6 +53,9 @@ def page_context() -> dict[str, object]:
         "event_groups": EVENT_GROUPS,
         "event_count": len(EVENT_NAMES),
         "states": STATE_NAMES,
+        "counted_states": COUNTED_STATES,
+        "chart_width": CHART_WIDTH,
+        "chart_height": CHART_HEIGHT,
         "now": datetime.now(UTC),
     }
 
@@ -123,10 +128,11 @@ def reveal(endpoint_id: str) -> Response:
 def endpoint_page(endpoint_id: str, *, revealed: bool) -> Response:
     endpoint = services().registry.get(endpoint_id)
     recent: list[DeliverySummary] = []
-    log_error, has_failed = None, False
+    log_error, has_failed, health = None, False, None
     try:
         recent = services().log.find(endpoint_id=endpoint_id, limit=RECENT_DELIVERIES)
         has_failed = bool(services().log.find(endpoint_id=endpoint_id, state=State.FAILED, limit=1))
+        health = services().log.activity([endpoint_id])[endpoint_id]
     except DeliveryLogError as exc:
         log_error = str(exc)
     response = make_response(
@@ -136,6 +142,7 @@ def endpoint_page(endpoint_id: str, *, revealed: bool) -> Response:
             revealed=revealed,
             deliveries=recent,
             has_failed=has_failed,
+            health=health,
             log_error=log_error,
         )
     )
