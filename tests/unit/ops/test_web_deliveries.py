@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime
 
 import pytest
+from markupsafe import escape
 
-from tests.unit.ops.conftest import attempt_series
+from tests.unit.ops.conftest import attempt_series, post
 from webhooks.log import Attempt, FannedOut, State
 from webhooks.ops.web.filters import DELIVERIES_PER_PAGE, ENDPOINTS_PER_PAGE
+from webhooks.samples import sample_event_kwargs
 from webhooks.signing import HEADER
 
 BODY = '{"id":"evt","name":"user_created"}'
@@ -201,3 +204,49 @@ def test_the_pages_mark_their_live_regions_for_the_script(client, log, registry)
     assert older and "data-live" not in get(client, older)  # an older page stays still
     for page in (first, get(client, f"/endpoints/{endpoint.id}")):
         assert "<script>" not in page and "onclick=" not in page and 'style="' not in page
+
+
+def test_the_catalog_lists_the_twelve_kinds_with_records_and_a_sample(client):
+    page = get(client, "/events")
+    assert page.count('<section class="card kind"') == 12
+    assert "A user clicks a link in a message." in page
+    assert "&#34;name&#34;: &#34;message_clicked&#34;" in page  # the sample, pretty-printed
+
+
+def test_a_test_event_is_previewed_edited_and_sent_to_this_endpoint_only(client, registry, enqueued):
+    endpoint = registry.add("https://a.example/", ["all"])
+    page = f"/endpoints/{endpoint.id}/test-event"
+    preview = get(client, f"{page}?event_name=company_created")
+    assert "<option selected>company_created</option>" in preview
+    assert "&#34;identifier&#34;: &#34;acme&#34;" in preview
+    edited = {"company": {**sample_event_kwargs("company_created")["company"], "name": "Edited Ltd"}}
+    response = post(client, page, page, event_name="company_created", fields=json.dumps(edited))
+    assert response.status_code == 302
+    ((endpoint_id, event_id, body),) = [call.args for call in enqueued]
+    assert endpoint_id == endpoint.id and json.loads(body)["company"]["name"] == "Edited Ltd"
+    assert json.loads(body)["id"] == event_id and json.loads(body)["name"] == "company_created"
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ('{"company": {"id": "c1"}}', "The company_created event is invalid"),
+        ('{"user": {"id": "u"}}', "user is not allowed on company_created events"),
+        ("not json", "is not valid JSON"),
+    ],
+)
+def test_an_edited_test_event_is_validated_like_publish_event(client, registry, enqueued, fields, message):
+    endpoint = registry.add("https://a.example/", ["all"])
+    page = f"/endpoints/{endpoint.id}/test-event"
+    response = post(client, page, page, event_name="company_created", fields=fields)
+    assert response.status_code == 400
+    text = response.get_data(as_text=True)
+    assert message in text.replace("&#39;", "'") and "Traceback" not in text
+    assert str(escape(fields)) in text  # the operator's text is kept
+    assert enqueued == []
+
+
+def test_an_unknown_kind_is_refused_with_the_choices(client, registry):
+    endpoint = registry.add("https://a.example/", ["all"])
+    response = client.get(f"/endpoints/{endpoint.id}/test-event?event_name=user_deleted", follow_redirects=True)
+    assert "Choose one of the 12 event kinds; &#39;user_deleted&#39; is not one." in response.get_data(as_text=True)

@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 from flask import Blueprint, current_app, flash, make_response, redirect, render_template, request, session, url_for
 from werkzeug.wrappers import Response
 
-from webhooks.errors import DeliveryLogError, ReadOnlyRegistryError
+from webhooks.catalog import KINDS, TEST_EVENT_FIELDS, sample_arguments, sample_payload
+from webhooks.errors import DeliveryLogError, InvalidEventError, ReadOnlyRegistryError
 from webhooks.events import EVENT_GROUPS, EVENT_NAMES
 from webhooks.log import STATE_NAMES, DeliverySummary, EndpointActivity, Page, State
 from webhooks.log.health import COUNTED_STATES
@@ -54,6 +55,7 @@ def page_context() -> dict[str, object]:
         "event_count": len(EVENT_NAMES),
         "states": STATE_NAMES,
         "counted_states": COUNTED_STATES,
+        "test_fields": TEST_EVENT_FIELDS,
         "chart_width": CHART_WIDTH,
         "chart_height": CHART_HEIGHT,
         "now": datetime.now(UTC),
@@ -224,15 +226,34 @@ def delete(endpoint_id: str) -> Response:
     return redirect(url_for("views.endpoints"))
 
 
-@blueprint.post("/endpoints/<endpoint_id>/test-event")
-def test_event(endpoint_id: str) -> Response:
+@blueprint.get("/events")
+def catalog() -> str:
+    return render_template(
+        "catalog.html", kinds=KINDS, payloads={kind.name: sample_payload(kind.name) for kind in KINDS}
+    )
+
+
+@blueprint.route("/endpoints/<endpoint_id>/test-event", methods=["GET", "POST"])
+def test_event(endpoint_id: str) -> Response | str | tuple[str, int]:
+    """GET: the chosen kind's sample to edit; POST: send it (edited, or the sample when no fields are given)."""
     endpoint = services().registry.get(endpoint_id)
-    name = request.form.get("event_name", "")
+    source = request.args if request.method == "GET" else request.form
+    name = source.get("event_name") or next(kind for kind in EVENT_NAMES if kind in endpoint.events)
     if name not in EVENT_NAMES:
         flash(f"Choose one of the {len(EVENT_NAMES)} event kinds; {name!r} is not one.", "error")
-    elif name not in endpoint.events:  # workers refuse to sign it (pipeline/guard.py)
+        return redirect(url_for("views.endpoint", endpoint_id=endpoint_id))
+    if name not in endpoint.events:  # workers refuse to sign it (pipeline/guard.py)
         flash(f"This endpoint does not subscribe to {name}; choose one of the events it receives.", "error")
-    else:
-        event_id = send_test_event(endpoint.id, name)
-        flash(f"Test event {name} ({event_id}) sent to this endpoint.", "success")
+        return redirect(url_for("views.endpoint", endpoint_id=endpoint_id))
+    fields = request.form.get("fields") if request.method == "POST" else None
+    if request.method == "GET":
+        return render_template(
+            "test_event.html", endpoint=endpoint, name=name, fields=sample_arguments(name), error=None
+        )
+    try:
+        event_id = send_test_event(endpoint.id, name, fields)
+    except InvalidEventError as exc:
+        page = render_template("test_event.html", endpoint=endpoint, name=name, fields=fields, error=str(exc))
+        return page, 400
+    flash(f"Test event {name} ({event_id}) sent to this endpoint.", "success")
     return redirect(url_for("views.endpoint", endpoint_id=endpoint_id))
