@@ -88,14 +88,16 @@ return redis.call('ZCARD', KEYS[1])
 #: DeliveryLog.record_attempt(s), run in Redis: one command per attempt, where a MULTI/EXEC pipeline of sixteen
 #: cost the worker a fifth of its time per delivery in redis-py's packing and parsing. KEYS: the delivery
 #: hash, its attempts list, the index of all deliveries, the endpoint's index, the endpoint's last attempt,
-#: its counts for this hour, the event kind's index, the event id's index, then the index of each state,
-#: the new state's first. ARGV: now, retention, delivery id, event id, endpoint id, event name, body,
+#: its counts for this hour, the event kind's index, the event id's index, then the index of each state.
+#: ARGV: now, retention, delivery id, event id, endpoint id, event name, body,
 #: state, attempt number, last result, latency, next retry ("" for none), the attempt as JSON, history
 #: kept, the counter to increment (the state) with its time to live, and the latency bucket to increment
-#: ("" when no request was sent). Returns the index's size.
+#: ("" when no request was sent), then the name of each state, in the order of their indexes. Returns the
+#: index's size.
 _RECORD_ATTEMPT = """
 local now, retention, did = ARGV[1], ARGV[2], ARGV[3]
 redis.call('HSETNX', KEYS[1], 'started_at', now)
+local before = redis.call('HMGET', KEYS[1], 'state', 'started_at')
 redis.call('HSET', KEYS[1], 'event_id', ARGV[4], 'endpoint_id', ARGV[5], 'event_name', ARGV[6], 'body', ARGV[7],
     'state', ARGV[8], 'updated_at', now, 'attempts', ARGV[9], 'last_result', ARGV[10],
     'last_latency_ms', ARGV[11], 'next_retry_at', ARGV[12])
@@ -104,15 +106,26 @@ redis.call('LTRIM', KEYS[2], -tonumber(ARGV[14]), -1)
 redis.call('EXPIRE', KEYS[1], retention)
 redis.call('EXPIRE', KEYS[2], retention)
 local oldest = '(' .. (tonumber(now) - tonumber(retention))
-for _, index in ipairs({KEYS[3], KEYS[4], KEYS[7], KEYS[8]}) do
+for _, index in ipairs({KEYS[3], KEYS[4]}) do
     redis.call('ZADD', index, 'NX', now, did)
     redis.call('ZREMRANGEBYSCORE', index, '-inf', oldest)
 end
-local started = redis.call('HGET', KEYS[1], 'started_at')
-redis.call('ZADD', KEYS[9], started, did)
-redis.call('ZREMRANGEBYSCORE', KEYS[9], '-inf', oldest)
-for i = 10, #KEYS do redis.call('ZREM', KEYS[i], did) end
-for _, i in ipairs({4, 7, 8, 9}) do redis.call('EXPIRE', KEYS[i], retention) end
+-- The kind's index is cut to the retention by the pending script, once per event; the event's
+-- index holds one event's deliveries, so its time to live is enough.
+redis.call('ZADD', KEYS[7], 'NX', now, did)
+redis.call('ZADD', KEYS[8], 'NX', now, did)
+for i = 0, #KEYS - 9 do  -- the state indexes: in the new state's, out of the one it was in
+    local index, name = KEYS[9 + i], ARGV[18 + i]
+    if name == ARGV[8] then
+        redis.call('ZADD', index, before[2], did)
+        redis.call('ZREMRANGEBYSCORE', index, '-inf', oldest)
+        redis.call('EXPIRE', index, retention)
+    elseif name == before[1] then
+        redis.call('ZREM', index, did)
+    end
+end
+redis.call('EXPIRE', KEYS[4], retention)
+redis.call('EXPIRE', KEYS[8], retention)
 redis.call('HSET', KEYS[5], 'state', ARGV[8], 'result', ARGV[10], 'at', now)
 redis.call('EXPIRE', KEYS[5], retention)
 redis.call('HINCRBY', KEYS[6], ARGV[15], 1)
@@ -337,7 +350,7 @@ class DeliveryLog:
             self.KEY_COUNTS.format(endpoint_id=endpoint_id, hour=int(now // HOUR)),
             self.KEY_BY_KIND.format(name=record.event_name),
             self.KEY_BY_EVENT.format(event_id=record.event_id),
-            *self._state_keys(first=record.state),
+            *self._state_keys(),
         ]
         args: list[EncodableT] = [
             now,
@@ -357,13 +370,14 @@ class DeliveryLog:
             record.state.value,
             ACTIVITY_WINDOW + HOUR,
             latency_field(attempt.latency_ms) if sent else "",
+            *(state.value for state in State),
         ]
         return keys, args
 
     def _index(self, pipe: redis.client.Pipeline, delivery: DeliverySummary, now: float) -> None:
         """A restarted delivery: listed as pending, its series beginning ``now``, in every index."""
         did = delivery.id
-        pending, *others = self._state_keys(first=State.PENDING)
+        pending, *others = self._state_keys()
         indexes = (
             self.KEY_ALL,
             self.KEY_BY_ENDPOINT.format(endpoint_id=delivery.endpoint_id),
@@ -382,9 +396,9 @@ class DeliveryLog:
     def _kind_keys(self) -> list[str]:
         return [self.KEY_BY_KIND.format(name=name) for name in EVENT_NAMES]
 
-    def _state_keys(self, *, first: State) -> list[str]:
-        """The index of each state, ``first``'s first."""
-        return [self.KEY_BY_STATE.format(state=s.value) for s in (first, *(s for s in State if s is not first))]
+    def _state_keys(self) -> list[str]:
+        """The index of each state, in State's order (pending first)."""
+        return [self.KEY_BY_STATE.format(state=state.value) for state in State]
 
     def _trim_if_full(self, count: int) -> None:
         if count <= self.max_records:
@@ -400,7 +414,7 @@ class DeliveryLog:
                     pipe.delete(self.KEY_DELIVERY.format(id=did), self.KEY_ATTEMPTS.format(id=did))
                     pipe.zrem(self.KEY_BY_ENDPOINT.format(endpoint_id=endpoint_id), did)
                     pipe.zrem(self.KEY_BY_EVENT.format(event_id=event_id), did)
-                for index in (*self._state_keys(first=State.PENDING), *self._kind_keys()):
+                for index in (*self._state_keys(), *self._kind_keys()):
                     pipe.zrem(index, *oldest)
                 pipe.zrem(self.KEY_ALL, *oldest)
                 pipe.execute()
