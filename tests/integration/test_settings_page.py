@@ -232,6 +232,9 @@ def test_an_operator_finds_watches_and_reads_a_delivery_in_the_browser(site, bro
     page.wait_for_selector(f"tr[data-delivery='{delivery_id}'] .pill.delivered", timeout=30_000)
     page.wait_for_selector(f"tr[data-delivery$='@{failing_id}'] .pill.retrying", timeout=30_000)
     assert page.evaluate("window.notReloaded") is True
+    shown = page.locator(f"tr[data-delivery='{delivery_id}'] time").last
+    assert shown.get_attribute("title").endswith(" UTC")  # UTC on hover; the text is local, with how long ago
+    assert "UTC" not in shown.inner_text() and " · " in shown.inner_text()
     (arrived,) = receiver.requests("/console")
     assert json.loads(arrived.body)["company"]["name"] == "Edited in the browser Ltd"
     assert "Connection refused" in page.inner_text(f"tr[data-delivery$='@{failing_id}']")
