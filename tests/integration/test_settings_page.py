@@ -178,8 +178,8 @@ def test_the_content_security_policy_blocks_an_injected_inline_script_and_lets_t
     page.close()
 
 
-#: The screenshots the README shows, committed under docs/ (1280 and 400 px wide).
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+#: The screenshots the README shows (docs/screenshot-<name>.png, copied from here when the pages change).
+DOCS = SCREENSHOTS
 
 
 def sign_in(page: Any, url: str) -> None:
@@ -203,6 +203,7 @@ def add_endpoint(page: Any, url: str, address: str, description: str) -> str:
 def test_an_operator_finds_watches_and_reads_a_delivery_in_the_browser(site, browser, receiver):
     url, _env, _worker = site
     receiver.behaviours["/console"] = lambda count: (200, {"X-Receiver-Trace": "trace-42"})
+    DOCS.mkdir(parents=True, exist_ok=True)
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     sign_in(page, url)
