@@ -289,7 +289,6 @@ def test_a_new_secret_is_shown_once_unmasked_and_never_cached(client, registry):
     assert shown.headers["Cache-Control"] == "no-store"
     again = client.get(f"/endpoints/{endpoint.id}")
     assert endpoint.secret not in again.get_data(as_text=True)  # once
-    assert "no-store" not in again.headers.get("Cache-Control", "")
 
     page = f"/endpoints/{endpoint.id}"
     rotated = post(client, f"{page}/rotate", page, overlap_hours="1")

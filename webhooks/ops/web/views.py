@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from flask import Blueprint, current_app, flash, make_response, redirect, render_template, request, session, url_for
+from flask import Blueprint, current_app, flash, redirect, render_template, request, session, url_for
 from werkzeug.wrappers import Response
 
 from webhooks.catalog import KINDS, TEST_EVENT_FIELDS, sample_arguments, sample_payload
@@ -113,7 +113,7 @@ REVEAL_ONCE = "reveal_once"
 
 
 @blueprint.get("/endpoints/<endpoint_id>")
-def endpoint(endpoint_id: str) -> Response:
+def endpoint(endpoint_id: str) -> str:
     # Right after an add or a rotation the new secret is shown once, on the page the form redirects to.
     revealed = session.get(REVEAL_ONCE) == endpoint_id
     if revealed:
@@ -122,12 +122,12 @@ def endpoint(endpoint_id: str) -> Response:
 
 
 @blueprint.post("/endpoints/<endpoint_id>/reveal")
-def reveal(endpoint_id: str) -> Response:
+def reveal(endpoint_id: str) -> str:
     # A POST, so the secret never travels in a URL, a Referer or a browser history entry.
     return endpoint_page(endpoint_id, revealed=True)
 
 
-def endpoint_page(endpoint_id: str, *, revealed: bool) -> Response:
+def endpoint_page(endpoint_id: str, *, revealed: bool) -> str:
     endpoint = services().registry.get(endpoint_id)
     recent: list[DeliverySummary] = []
     log_error, has_failed, health = None, False, None
@@ -137,20 +137,15 @@ def endpoint_page(endpoint_id: str, *, revealed: bool) -> Response:
         health = services().log.activity([endpoint_id])[endpoint_id]
     except DeliveryLogError as exc:
         log_error = str(exc)
-    response = make_response(
-        render_template(
-            "endpoint.html",
-            endpoint=endpoint,
-            revealed=revealed,
-            deliveries=recent,
-            has_failed=has_failed,
-            health=health,
-            log_error=log_error,
-        )
+    return render_template(
+        "endpoint.html",
+        endpoint=endpoint,
+        revealed=revealed,
+        deliveries=recent,
+        has_failed=has_failed,
+        health=health,
+        log_error=log_error,
     )
-    if revealed:  # neither the browser nor a proxy keeps a page with a secret
-        response.headers["Cache-Control"] = "no-store"
-    return response
 
 
 @blueprint.get("/deliveries/<delivery_id>")
