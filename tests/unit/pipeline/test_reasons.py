@@ -6,7 +6,7 @@ import pytest
 import requests
 from requests_hardened.ip_filter import InvalidIPAddress
 
-from webhooks.pipeline.reasons import reason
+from webhooks.pipeline.reasons import deadline_reason, reason
 
 POOL = "HTTPConnectionPool(host='crm.example.com', port=443): Max retries exceeded with url: /hooks (Caused by "
 
@@ -83,3 +83,7 @@ def test_each_failure_has_a_short_reason(error, expected):
 def test_timeouts_say_the_seconds_configured():
     assert reason(requests.ReadTimeout("read"), (2.5, 30.0)) == "Timed out after 30 s waiting for the response"
     assert reason(requests.ConnectTimeout("connect"), (2.5, 30.0)) == "Timed out after 2.5 s connecting"
+
+
+def test_the_attempt_deadline_has_its_reason():
+    assert deadline_reason(25.0) == "Timed out after 25 s without a complete response"
