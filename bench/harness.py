@@ -140,6 +140,16 @@ class Harness:
         return redis.Redis(port=self.redis_port, db=db)
 
     def start_servers(self) -> None:
+        self.start_redis()
+        self.receiver_port = free_port()
+        self.start(
+            "receiver",
+            [sys.executable, "-m", "bench.receiver", "--port", str(self.receiver_port), "--secret", SECRET],
+        )
+        wait_until(self._receiver_answers, timeout=15, what="the receiver to answer")
+
+    def start_redis(self) -> None:
+        """Our own redis-server on a free loopback port, in memory only."""
         executable = shutil.which("redis-server")
         if executable is None:
             raise BenchError("redis-server is not on the PATH: install it (apt-get install -y redis-server).")
@@ -150,12 +160,6 @@ class Harness:
             + ["--dir", str(self.workdir)],
         )
         wait_until(self._redis_answers, timeout=15, what="redis-server to answer PING")
-        self.receiver_port = free_port()
-        self.start(
-            "receiver",
-            [sys.executable, "-m", "bench.receiver", "--port", str(self.receiver_port), "--secret", SECRET],
-        )
-        wait_until(self._receiver_answers, timeout=15, what="the receiver to answer")
 
     def _redis_answers(self) -> bool:
         try:
@@ -200,12 +204,16 @@ class Harness:
 
 
 @contextmanager
-def harness(workdir: Path) -> Iterator[Harness]:
-    """A harness with Redis and the receiver running; everything it started is stopped on exit."""
+def harness(workdir: Path, *, receiver: bool = True) -> Iterator[Harness]:
+    """A harness with Redis and (unless not wanted) the receiver running; everything it started is
+    stopped on exit."""
     workdir.mkdir(parents=True, exist_ok=True)
     owned = Harness(workdir)
     try:
-        owned.start_servers()
+        if receiver:
+            owned.start_servers()
+        else:
+            owned.start_redis()
         yield owned
     finally:
         owned.stop_all()

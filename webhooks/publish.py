@@ -15,6 +15,7 @@ from celery import Celery
 from kombu.exceptions import OperationalError
 from kombu.utils.url import maybe_sanitize_url
 
+from webhooks.catalog import checked_test_fields
 from webhooks.errors import InvalidEventError, PublishError
 from webhooks.events import Company, Event, Relationship, User, build_event, serialize
 from webhooks.queue import queue_for
@@ -73,14 +74,17 @@ def publish_events(events: Iterable[Mapping[str, Any]]) -> list[str]:
     return [event.id for event in built]
 
 
-def send_test_event(endpoint_id: str, name: str) -> str:
-    """Send a sample ``name`` event to one endpoint only, through the normal delivery task; return its id.
+def send_test_event(endpoint_id: str, name: str, fields: str | Mapping[str, Any] | None = None) -> str:
+    """Send a ``name`` event to one endpoint only, through the normal delivery task; return its id.
 
     Operators use it to check a receiver: it is signed, retried and logged like any delivery,
-    but it does not fan out to the other endpoints subscribed to ``name``.
+    but it does not fan out to the other endpoints subscribed to ``name``. ``fields`` are its
+    arguments (records and properties, as JSON text or a mapping), checked and validated like
+    publish_event()'s (InvalidEventError); without them it is the sample of ``name``.
     """
-    event = build_event(name, **sample_event_kwargs(name), now=datetime.now(UTC))
-    enqueue_delivery(endpoint_id, event.id, serialize(event).decode("utf-8"))
+    kwargs = sample_event_kwargs(name) if fields is None else checked_test_fields(name, fields)
+    event = build_event(name, **kwargs, now=datetime.now(UTC))
+    enqueue_delivery(endpoint_id, event.id, serialize(event, max_bytes=get_settings().max_event_bytes).decode("utf-8"))
     return event.id
 
 

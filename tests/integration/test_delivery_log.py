@@ -6,6 +6,8 @@ import json
 import subprocess
 import time
 from collections import Counter
+from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 import redis
@@ -14,7 +16,7 @@ from tests.integration.conftest import BIN, publish, service_env, write_registry
 from tests.receiver import Behaviour, Receiver
 from tests.servers import RedisServer
 from tests.waiting import wait_until
-from webhooks.log import DeliveryLog, FannedOut, State
+from webhooks.log import Attempt, DeliveryLog, DeliveryQuery, FannedOut, State
 from webhooks.samples import sample_event_kwargs
 from webhooks.signing import HEADER, verify
 
@@ -101,7 +103,8 @@ def test_the_cap_holds_under_100_000_writes_on_a_real_redis(redis_server: RedisS
     memory = client.info("memory")["used_memory"]
     print(f"\n100,000 deliveries logged in {elapsed:.1f} s; {len(log)} kept; used_memory {memory / 2**20:.0f} MiB")
     assert peak <= 10_000
-    assert client.dbsize() <= 2 * 10_000 + 2 * len(endpoints)
+    # Two keys per delivery, two per endpoint, one index per event kept, the kind and state indexes.
+    assert client.dbsize() <= 2 * 10_000 + 2 * len(endpoints) + 10_000 // len(endpoints) + 1 + 12 + 5
     assert log.get("evt_999@ep99").state is State.PENDING
     client.flushdb()
 
@@ -131,3 +134,63 @@ def test_json_log_lines_carry_the_attempt_fields(redis_server: RedisServer, rece
         "status": 200,
         "state": "delivered",
     }
+
+
+class CountingConnection(redis.Connection):
+    """Counts round trips: a command or a whole pipeline is one send."""
+
+    sends = 0
+
+    def send_packed_command(self, command, check_health=True):
+        CountingConnection.sends += 1
+        super().send_packed_command(command, check_health)
+
+
+def test_every_query_costs_two_round_trips_at_50_000_records(redis_server: RedisServer):
+    pool = redis.ConnectionPool(
+        port=redis_server.port, db=8, decode_responses=True, connection_class=CountingConnection
+    )
+    client = redis.Redis(connection_pool=pool)
+    client.flushdb()
+    clock = [1_800_000_000.0]
+    log = DeliveryLog(client, max_records=60_000, clock=lambda: clock[0])
+    endpoints = [f"ep{n:04}" for n in range(1_000)]
+    kinds = ["user_created", "company_created", "message_opened"]
+    for n in range(50):
+        log.enqueued([FannedOut(f"evt_{n}", kinds[n % 3], "{}", endpoints)])
+        clock[0] += 60
+    for n in range(0, 1_000, 10):  # a few hundred attempts of every outcome
+        at = datetime.fromtimestamp(clock[0], UTC)
+        for number, (outcome, state) in enumerate(
+            [("delivered", State.DELIVERED), ("retry", State.RETRYING), ("retry", State.FAILED)], start=1
+        ):
+            attempt = Attempt(number * 10 if state is State.FAILED else number, at, outcome, 5.0, status_code=500)
+            log.record_attempt(f"evt_{number}", endpoints[n], "{}", kinds[number % 3], attempt, state)
+    assert len(log) == 50_000
+    middle = datetime.fromtimestamp(1_800_000_000 + 25 * 60, UTC)
+    queries = [
+        DeliveryQuery(),
+        DeliveryQuery(state=State.FAILED),
+        DeliveryQuery(state=State.PENDING, event_name="company_created", limit=500),
+        DeliveryQuery(endpoint_id="ep0500", state=State.RETRYING),
+        DeliveryQuery(event_id="evt_7", since=middle),
+        DeliveryQuery(event_id="evt_40", endpoint_id="ep0001"),
+        DeliveryQuery(event_name="message_opened", until=middle, state=State.PENDING),
+        DeliveryQuery(state=State.DROPPED),
+    ]
+    log.query(DeliveryQuery())  # loads the script once
+    for query in queries:
+        CountingConnection.sends = 0
+        page = log.query(query)
+        assert 1 <= CountingConnection.sends <= 2, query
+        if page.next_cursor:
+            CountingConnection.sends = 0
+            following = log.query(replace(query, cursor=page.next_cursor))
+            assert 1 <= CountingConnection.sends <= 2, query
+            assert not {d.id for d in following.deliveries} & {d.id for d in page.deliveries}
+    failed = log.query(DeliveryQuery(state=State.FAILED, limit=500)).deliveries
+    assert len(failed) == 100 and {d.state for d in failed} == {State.FAILED}
+    assert [d.id for d in log.query(DeliveryQuery(event_id="evt_40", endpoint_id="ep0001")).deliveries] == [
+        "evt_40@ep0001"
+    ]
+    client.flushdb()

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from webhooks import InvalidEventError, publish_event, publish_events
+from webhooks.publish import send_test_event
 from webhooks.queue import EVENTS_PER_FANOUT
 from webhooks.queue.inbox import KEY_INBOX
 from webhooks.samples import sample_event_kwargs
@@ -106,3 +107,16 @@ def test_deeply_nested_properties_are_refused_in_a_sentence_not_a_recursion_erro
     with pytest.raises(InvalidEventError, match="is nested more than 64 levels deep"):
         publish_event("user_created", **kwargs)
     assert enqueued == []
+
+
+def test_send_test_event_takes_edited_fields_validated_like_publish_event(enqueued):
+    fields = {**sample_event_kwargs("user_created"), "properties": {"source": "edited"}}
+    event_id = send_test_event("crm", "user_created", fields)
+    ((endpoint_id, sent_id, body),) = [call.args for call in enqueued]
+    assert (endpoint_id, sent_id) == ("crm", event_id)
+    assert json.loads(body)["properties"] == {"source": "edited"}
+    with pytest.raises(InvalidEventError, match="unknown keys \\['event_id'\\]"):
+        send_test_event("crm", "user_created", {"event_id": "evt_x"})
+    with pytest.raises(InvalidEventError, match="The user_created event"):
+        send_test_event("crm", "user_created", '{"properties": {}}')  # no user
+    assert len(enqueued) == 1

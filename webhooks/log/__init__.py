@@ -10,6 +10,7 @@ from functools import cache
 
 import redis
 
+from webhooks.log.queries import DeliveryQuery, Page
 from webhooks.log.records import (
     STATE_NAMES,
     Attempt,
@@ -32,9 +33,11 @@ __all__ = [
     "AttemptRecord",
     "Delivery",
     "DeliveryLog",
+    "DeliveryQuery",
     "DeliverySummary",
     "EndpointActivity",
     "FannedOut",
+    "Page",
     "State",
     "delivery_id",
     "open_delivery_log",

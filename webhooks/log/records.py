@@ -7,15 +7,19 @@ leads to live here, so they are tested without Redis.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
 
+from webhooks.log.health import HourCounts, Totals, totals
 from webhooks.settings import MAX_ATTEMPTS
 
 #: How much of a receiver's response body an attempt keeps.
 RESPONSE_EXCERPT_BYTES = 1024
+#: How much of each side's headers an attempt keeps (names and values), and of any one value.
+HEADERS_BYTES = 4096
+HEADER_VALUE_BYTES = 512
 
 
 class State(enum.Enum):
@@ -74,11 +78,30 @@ class Attempt:
     #: The first RESPONSE_EXCERPT_BYTES of the response body, decoded leniently.
     response_excerpt: str = ""
     next_retry_at: datetime | None = None
+    #: The error in a few words ("Connection refused"), decided when the attempt was made.
+    reason: str | None = None
+    #: The request's headers as sent (the signature, never a secret) and the response's, cut by bounded_headers().
+    request_headers: Mapping[str, str] = field(default_factory=dict)
+    response_headers: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def result(self) -> str:
-        """``HTTP 503``, or the error: what operators read first."""
-        return f"HTTP {self.status_code}" if self.status_code is not None else str(self.error)
+        """``HTTP 503``, or the short reason (the error, for records older than reasons): what operators read first."""
+        return f"HTTP {self.status_code}" if self.status_code is not None else str(self.reason or self.error)
+
+
+def bounded_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """``headers`` in order, each value cut to HEADER_VALUE_BYTES characters, until HEADERS_BYTES are used:
+    a receiver cannot make the log keep more per attempt, whatever it answers."""
+    kept: dict[str, str] = {}
+    used = 0
+    for name, value in headers.items():
+        value = value[:HEADER_VALUE_BYTES]
+        used += len(name) + len(value)
+        if used > HEADERS_BYTES:
+            break
+        kept[name] = value
+    return kept
 
 
 class AttemptRecord(NamedTuple):
@@ -132,10 +155,27 @@ class Delivery(DeliverySummary):
 
 @dataclass(frozen=True, slots=True)
 class EndpointActivity:
-    """An endpoint's last attempt and its delivered/failed counts over the last 24 hours."""
+    """An endpoint's last attempt and its hourly counts over the last 24 hours, oldest hour first."""
 
     last_state: State | None = None
     last_result: str | None = None
     last_at: datetime | None = None
-    delivered: int = 0
-    failed: int = 0
+    hours: tuple[HourCounts, ...] = ()
+
+    @property
+    def last_hour(self) -> Totals:
+        return totals(self.hours[-1:])
+
+    @property
+    def last_day(self) -> Totals:
+        return totals(self.hours)
+
+    @property
+    def delivered(self) -> int:
+        """Attempts in the last 24 hours that delivered."""
+        return self.last_day.delivered
+
+    @property
+    def failed(self) -> int:
+        """Deliveries that failed for good (their last attempt) in the last 24 hours."""
+        return self.last_day.failed

@@ -4,7 +4,8 @@ Layout (key templates below; no key literal appears anywhere else):
 
 - a hash per delivery (ids, event name, the exact body, state, counters, last result);
 - a list per delivery of its attempts as JSON, oldest first, cut to MAX_HISTORY;
-- a sorted set of every delivery id and one per endpoint, scored by when the current series began;
+- sorted sets of delivery ids (every delivery; per endpoint, event kind, state and event id), scored by when
+  the current series began: :mod:`webhooks.log.queries` intersects them, so any page costs two round trips;
 - per endpoint, a hash with its last attempt, and one hash per hour of delivered/failed counts.
 
 Bounded two ways: every key expires ``retention`` seconds after its last write (and index entries
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -29,6 +31,9 @@ from redis.commands.core import Script
 from redis.typing import EncodableT
 
 from webhooks.errors import DeliveryLogError, DeliveryNotFoundError
+from webhooks.events import EVENT_NAMES
+from webhooks.log.health import HourCounts, latency_field
+from webhooks.log.queries import QUERY_SCRIPT, DeliveryQuery, Page, next_cursor, parse_cursor
 from webhooks.log.records import (
     RESPONSE_EXCERPT_BYTES,
     Attempt,
@@ -45,43 +50,54 @@ from webhooks.registry.redis import location
 
 #: Attempts kept per delivery across redeliveries (eleven per series).
 MAX_HISTORY = 110
-#: How many records a listing reads per round trip.
-PAGE = 200
 HOUR = 3600
 #: Seconds of delivered/failed counts an endpoint's activity covers.
 ACTIVITY_WINDOW = 24 * HOUR
 
 #: DeliveryLog.enqueued for one event, run in Redis: one command, and the body sent once, however many
 #: endpoints (as a pipeline it was five commands and a copy of the body per delivery, the most of a
-#: 1,000-endpoint fan-out's time). KEYS: the index of all deliveries, then n delivery hashes, then
-#: their n endpoint indexes. ARGV: now, retention, event id, event name, body, the pending state, then
-#: the n delivery ids and the n endpoint ids. An existing state and start time are kept (a fan-out run
-#: again after a worker was lost must not reset deliveries already attempted). Returns the index's size.
+#: 1,000-endpoint fan-out's time). KEYS: the index of all deliveries, the event kind's index, the pending
+#: state's index, the event id's index, then n delivery hashes, then their n endpoint indexes. ARGV: now,
+#: retention, event id, event name, body, the pending state, then the n delivery ids and the n endpoint
+#: ids. An existing state and start time are kept (a fan-out run again after a worker was lost must not
+#: reset deliveries already attempted). Returns the index's size.
 _LIST_PENDING = """
-local n = (#KEYS - 1) / 2
+local n = (#KEYS - 4) / 2
 local now, retention = ARGV[1], ARGV[2]
+local oldest = '(' .. (tonumber(now) - tonumber(retention))
 for i = 1, n do
-    local key, did, endpoint = KEYS[1 + i], ARGV[6 + i], ARGV[6 + n + i]
+    local key, did, endpoint = KEYS[4 + i], ARGV[6 + i], ARGV[6 + n + i]
     redis.call('HSET', key, 'event_id', ARGV[3], 'endpoint_id', endpoint, 'event_name', ARGV[4], 'body', ARGV[5])
-    redis.call('HSETNX', key, 'state', ARGV[6])
+    if redis.call('HSETNX', key, 'state', ARGV[6]) == 1 then
+        redis.call('ZADD', KEYS[3], now, did)
+    end
     redis.call('HSETNX', key, 'started_at', now)
     redis.call('EXPIRE', key, retention)
-    redis.call('ZADD', KEYS[1 + n + i], 'NX', now, did)
+    redis.call('ZADD', KEYS[4 + n + i], 'NX', now, did)
     redis.call('ZADD', KEYS[1], 'NX', now, did)
+    redis.call('ZADD', KEYS[2], 'NX', now, did)
+    redis.call('ZADD', KEYS[4], 'NX', now, did)
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. (tonumber(now) - tonumber(retention)))
+for i = 1, 4 do
+    redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', oldest)
+    if i > 1 then redis.call('EXPIRE', KEYS[i], retention) end
+end
 return redis.call('ZCARD', KEYS[1])
 """
 
 #: DeliveryLog.record_attempt(s), run in Redis: one command per attempt, where a MULTI/EXEC pipeline of sixteen
 #: cost the worker a fifth of its time per delivery in redis-py's packing and parsing. KEYS: the delivery
 #: hash, its attempts list, the index of all deliveries, the endpoint's index, the endpoint's last attempt,
-#: its counts for this hour. ARGV: now, retention, delivery id, event id, endpoint id, event name, body,
+#: its counts for this hour, the event kind's index, the event id's index, then the index of each state.
+#: ARGV: now, retention, delivery id, event id, endpoint id, event name, body,
 #: state, attempt number, last result, latency, next retry ("" for none), the attempt as JSON, history
-#: kept, and the counter to increment ("" for none) with its time to live. Returns the index's size.
+#: kept, the counter to increment (the state) with its time to live, and the latency bucket to increment
+#: ("" when no request was sent), then the name of each state, in the order of their indexes. Returns the
+#: index's size.
 _RECORD_ATTEMPT = """
 local now, retention, did = ARGV[1], ARGV[2], ARGV[3]
 redis.call('HSETNX', KEYS[1], 'started_at', now)
+local before = redis.call('HMGET', KEYS[1], 'state', 'started_at')
 redis.call('HSET', KEYS[1], 'event_id', ARGV[4], 'endpoint_id', ARGV[5], 'event_name', ARGV[6], 'body', ARGV[7],
     'state', ARGV[8], 'updated_at', now, 'attempts', ARGV[9], 'last_result', ARGV[10],
     'last_latency_ms', ARGV[11], 'next_retry_at', ARGV[12])
@@ -94,13 +110,27 @@ for _, index in ipairs({KEYS[3], KEYS[4]}) do
     redis.call('ZADD', index, 'NX', now, did)
     redis.call('ZREMRANGEBYSCORE', index, '-inf', oldest)
 end
+-- The kind's index is cut to the retention by the pending script, once per event; the event's
+-- index holds one event's deliveries, so its time to live is enough.
+redis.call('ZADD', KEYS[7], 'NX', now, did)
+redis.call('ZADD', KEYS[8], 'NX', now, did)
+for i = 0, #KEYS - 9 do  -- the state indexes: in the new state's, out of the one it was in
+    local index, name = KEYS[9 + i], ARGV[18 + i]
+    if name == ARGV[8] then
+        redis.call('ZADD', index, before[2], did)
+        redis.call('ZREMRANGEBYSCORE', index, '-inf', oldest)
+        redis.call('EXPIRE', index, retention)
+    elseif name == before[1] then
+        redis.call('ZREM', index, did)
+    end
+end
 redis.call('EXPIRE', KEYS[4], retention)
+redis.call('EXPIRE', KEYS[8], retention)
 redis.call('HSET', KEYS[5], 'state', ARGV[8], 'result', ARGV[10], 'at', now)
 redis.call('EXPIRE', KEYS[5], retention)
-if ARGV[15] ~= '' then
-    redis.call('HINCRBY', KEYS[6], ARGV[15], 1)
-    redis.call('EXPIRE', KEYS[6], ARGV[16])
-end
+redis.call('HINCRBY', KEYS[6], ARGV[15], 1)
+if ARGV[17] ~= '' then redis.call('HINCRBY', KEYS[6], ARGV[17], 1) end
+redis.call('EXPIRE', KEYS[6], ARGV[16])
 return redis.call('ZCARD', KEYS[3])
 """
 
@@ -128,6 +158,10 @@ class DeliveryLog:
     KEY_BY_ENDPOINT = "webhooks:deliveries:endpoint:{endpoint_id}"
     KEY_LAST = "webhooks:deliveries:last:{endpoint_id}"
     KEY_COUNTS = "webhooks:deliveries:counts:{endpoint_id}:{hour}"
+    KEY_BY_KIND = "webhooks:deliveries:kind:{name}"
+    KEY_BY_STATE = "webhooks:deliveries:state:{state}"
+    KEY_BY_EVENT = "webhooks:deliveries:event:{event_id}"
+    KEY_SCRATCH = "webhooks:deliveries:query:{token}"
 
     def __init__(
         self,
@@ -145,6 +179,7 @@ class DeliveryLog:
         self.location = location(client)
         self._list_pending = client.register_script(_LIST_PENDING)
         self._record_attempt = client.register_script(_RECORD_ATTEMPT)
+        self._query = client.register_script(QUERY_SCRIPT)
 
     # Writes: workers, fan-out and redelivery.
 
@@ -189,7 +224,7 @@ class DeliveryLog:
             )
             pipe.expire(key, self.retention)
             pipe.expire(self.KEY_ATTEMPTS.format(id=did), self.retention)
-            self._index(pipe, did, delivery.endpoint_id, now, nx=False)
+            self._index(pipe, delivery, now)
             pipe.execute()
         return self.get(did)
 
@@ -217,21 +252,39 @@ class DeliveryLog:
         limit: int = 50,
     ) -> list[DeliverySummary]:
         """Deliveries newest first (by when their current series began) that match every filter given."""
-        index = self.KEY_ALL if endpoint_id is None else self.KEY_BY_ENDPOINT.format(endpoint_id=endpoint_id)
-        low: float | str = "-inf" if since is None else self._clock() - since.total_seconds()
-        found: list[DeliverySummary] = []
-        for ids in self._pages(index, low):
-            if event_id is not None:
-                ids = [did for did in ids if split_delivery_id(did)[0] == event_id]
-            for summary in self._summaries(ids):
-                if state is None or summary.state is state:
-                    found.append(summary)
-                    if len(found) >= limit:
-                        return found
-        return found
+        low = None if since is None else datetime.fromtimestamp(self._clock() - since.total_seconds(), UTC)
+        query = DeliveryQuery(state=state, endpoint_id=endpoint_id, event_id=event_id, since=low, limit=limit)
+        return list(self.query(query).deliveries)
+
+    def query(self, query: DeliveryQuery) -> Page:
+        """One page of the deliveries matching ``query``, newest first: two round trips whatever the filters.
+
+        Redis intersects the indexes the filters name (see log/queries.py); ValueError for a bad cursor."""
+        keys = [self.KEY_ALL]
+        if query.endpoint_id is not None:
+            keys.append(self.KEY_BY_ENDPOINT.format(endpoint_id=query.endpoint_id))
+        if query.event_name is not None:
+            keys.append(self.KEY_BY_KIND.format(name=query.event_name))
+        if query.state is not None:
+            keys.append(self.KEY_BY_STATE.format(state=query.state.value))
+        if query.event_id is not None:
+            keys.append(self.KEY_BY_EVENT.format(event_id=query.event_id))
+        keys.append(self.KEY_SCRATCH.format(token=uuid.uuid4().hex))
+        high: float | str = "+inf" if query.until is None else query.until.timestamp()
+        skip = 0
+        if query.cursor is not None:
+            high, skip = parse_cursor(query.cursor)
+        low: float | str = "-inf" if query.since is None else query.since.timestamp()
+        with self._reachable():
+            found = cast(list[str], self._query(keys=keys, args=[high, low, skip, query.limit + 1]))
+        ids, scores = found[0::2], [float(score) for score in found[1::2]]
+        more = len(ids) > query.limit
+        ids, scores = ids[: query.limit], scores[: query.limit]
+        cursor = next_cursor(scores, query.cursor) if more else None
+        return Page(self._summaries(ids), cursor)
 
     def activity(self, endpoint_ids: Iterable[str]) -> dict[str, EndpointActivity]:
-        """Each endpoint's last attempt and delivered/failed counts over the last 24 hours, in one round trip."""
+        """Each endpoint's last attempt and its hourly counts over the last 24 hours, in one round trip."""
         ids = list(endpoint_ids)
         hour = int(self._clock() // HOUR)
         hours = range(hour - ACTIVITY_WINDOW // HOUR + 1, hour + 1)
@@ -239,18 +292,16 @@ class DeliveryLog:
             for endpoint_id in ids:
                 pipe.hgetall(self.KEY_LAST.format(endpoint_id=endpoint_id))
                 for h in hours:
-                    pipe.hmget(self.KEY_COUNTS.format(endpoint_id=endpoint_id, hour=h), "delivered", "failed")
+                    pipe.hgetall(self.KEY_COUNTS.format(endpoint_id=endpoint_id, hour=h))
             replies = iter(pipe.execute())
         result: dict[str, EndpointActivity] = {}
         for endpoint_id in ids:
             last = cast(dict[str, str], next(replies))
-            counts = [cast(list[str | None], next(replies)) for _ in hours]
             result[endpoint_id] = EndpointActivity(
                 last_state=State(last["state"]) if last else None,
                 last_result=last.get("result"),
                 last_at=_time(last.get("at")),
-                delivered=sum(int(delivered or 0) for delivered, _ in counts),
-                failed=sum(int(failed or 0) for _, failed in counts),
+                hours=tuple(HourCounts.from_hash(h, cast(dict[str, str], next(replies))) for h in hours),
             )
         return result
 
@@ -275,6 +326,9 @@ class DeliveryLog:
         ids = [delivery_id(event.event_id, endpoint_id) for endpoint_id in event.endpoint_ids]
         keys = [
             self.KEY_ALL,
+            self.KEY_BY_KIND.format(name=event.event_name),
+            self.KEY_BY_STATE.format(state=State.PENDING.value),
+            self.KEY_BY_EVENT.format(event_id=event.event_id),
             *(self.KEY_DELIVERY.format(id=did) for did in ids),
             *(self.KEY_BY_ENDPOINT.format(endpoint_id=endpoint_id) for endpoint_id in event.endpoint_ids),
         ]
@@ -286,7 +340,7 @@ class DeliveryLog:
         attempt, endpoint_id = record.attempt, record.endpoint_id
         now = attempt.at.timestamp()
         did = delivery_id(record.event_id, endpoint_id)
-        counted = record.state in (State.DELIVERED, State.FAILED)
+        sent = attempt.status_code is not None or attempt.outcome != "drop"
         keys = [
             self.KEY_DELIVERY.format(id=did),
             self.KEY_ATTEMPTS.format(id=did),
@@ -294,6 +348,9 @@ class DeliveryLog:
             self.KEY_BY_ENDPOINT.format(endpoint_id=endpoint_id),
             self.KEY_LAST.format(endpoint_id=endpoint_id),
             self.KEY_COUNTS.format(endpoint_id=endpoint_id, hour=int(now // HOUR)),
+            self.KEY_BY_KIND.format(name=record.event_name),
+            self.KEY_BY_EVENT.format(event_id=record.event_id),
+            *self._state_keys(),
         ]
         args: list[EncodableT] = [
             now,
@@ -310,18 +367,38 @@ class DeliveryLog:
             attempt.next_retry_at.timestamp() if attempt.next_retry_at else "",
             _encode_attempt(attempt),
             MAX_HISTORY,
-            record.state.value if counted else "",
+            record.state.value,
             ACTIVITY_WINDOW + HOUR,
+            latency_field(attempt.latency_ms) if sent else "",
+            *(state.value for state in State),
         ]
         return keys, args
 
-    def _index(self, pipe: redis.client.Pipeline, did: str, endpoint_id: str, now: float, *, nx: bool) -> None:
-        by_endpoint = self.KEY_BY_ENDPOINT.format(endpoint_id=endpoint_id)
-        oldest = now - self.retention
-        for index in (self.KEY_ALL, by_endpoint):
-            pipe.zadd(index, {did: now}, nx=nx)
-            pipe.zremrangebyscore(index, "-inf", f"({oldest}")
-        pipe.expire(by_endpoint, self.retention)
+    def _index(self, pipe: redis.client.Pipeline, delivery: DeliverySummary, now: float) -> None:
+        """A restarted delivery: listed as pending, its series beginning ``now``, in every index."""
+        did = delivery.id
+        pending, *others = self._state_keys()
+        indexes = (
+            self.KEY_ALL,
+            self.KEY_BY_ENDPOINT.format(endpoint_id=delivery.endpoint_id),
+            self.KEY_BY_KIND.format(name=delivery.event_name),
+            self.KEY_BY_EVENT.format(event_id=delivery.event_id),
+            pending,
+        )
+        for index in indexes:
+            pipe.zadd(index, {did: now})
+            pipe.zremrangebyscore(index, "-inf", f"({now - self.retention}")
+            if index != self.KEY_ALL:
+                pipe.expire(index, self.retention)
+        for index in others:
+            pipe.zrem(index, did)
+
+    def _kind_keys(self) -> list[str]:
+        return [self.KEY_BY_KIND.format(name=name) for name in EVENT_NAMES]
+
+    def _state_keys(self) -> list[str]:
+        """The index of each state, in State's order (pending first)."""
+        return [self.KEY_BY_STATE.format(state=state.value) for state in State]
 
     def _trim_if_full(self, count: int) -> None:
         if count <= self.max_records:
@@ -333,22 +410,18 @@ class DeliveryLog:
                 return
             with self._redis.pipeline(transaction=False) as pipe:
                 for did in oldest:
+                    event_id, endpoint_id = split_delivery_id(did)
                     pipe.delete(self.KEY_DELIVERY.format(id=did), self.KEY_ATTEMPTS.format(id=did))
-                    pipe.zrem(self.KEY_BY_ENDPOINT.format(endpoint_id=split_delivery_id(did)[1]), did)
+                    pipe.zrem(self.KEY_BY_ENDPOINT.format(endpoint_id=endpoint_id), did)
+                    pipe.zrem(self.KEY_BY_EVENT.format(event_id=event_id), did)
+                for index in (*self._state_keys(), *self._kind_keys()):
+                    pipe.zrem(index, *oldest)
                 pipe.zrem(self.KEY_ALL, *oldest)
                 pipe.execute()
 
-    def _pages(self, index: str, low: float | str) -> Iterator[list[str]]:
-        start = 0
-        while True:
-            with self._reachable():
-                ids = cast(list[str], self._redis.zrevrangebyscore(index, "+inf", low, start=start, num=PAGE))
-            if not ids:
-                return
-            yield ids
-            start += PAGE
-
     def _summaries(self, ids: list[str]) -> list[DeliverySummary]:
+        if not ids:
+            return []
         with self._reachable(), self._redis.pipeline(transaction=False) as pipe:
             for did in ids:
                 pipe.hmget(self.KEY_DELIVERY.format(id=did), _SUMMARY_FIELDS)

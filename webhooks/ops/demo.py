@@ -16,6 +16,7 @@ module imports the Celery app only inside :func:`run_demo`, after installing the
 from __future__ import annotations
 
 import secrets
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -28,8 +29,9 @@ from celery.contrib.testing.worker import start_worker
 from celery.exceptions import Retry
 from celery.signals import task_retry
 from pydantic import SecretStr
-from werkzeug.serving import run_simple
+from werkzeug.serving import make_server
 
+from webhooks.errors import ConfigurationError
 from webhooks.events import EVENT_NAMES
 from webhooks.log import open_delivery_log
 from webhooks.publish import publish_event
@@ -112,7 +114,8 @@ class Progress:
             return
         endpoint_id, event_id = request.args[0], request.args[1]
         with self._lock:
-            self.tallies[endpoint_id].retries += 1
+            if endpoint_id in self.tallies:  # not one added from the settings page: the table has only the demo's
+                self.tallies[endpoint_id].retries += 1
             self._say(
                 f"{endpoint_id:<9} {self.published.get(event_id, '?'):<20} {event_id}  "
                 f"retry {request.retries + 1} of {MAX_RETRIES} in {reason.when} s: {reason.exc}"
@@ -193,7 +196,9 @@ def run_demo(*, events: int, timeout: float, echo: Callable[[str], None], serve_
     With ``serve_port``, then serve the settings page on 127.0.0.1 until interrupted (Ctrl-C).
     """
     settings = demo_settings()
+    page_socket = None
     if serve_port is not None:
+        page_socket = reserve_port(serve_port)  # before anything runs: a busy port is said at once
         settings = with_operator_login(settings)
     use_settings(settings)
     routes = {
@@ -230,8 +235,8 @@ def run_demo(*, events: int, timeout: float, echo: Callable[[str], None], serve_
             name = EVENT_NAMES[number % len(EVENT_NAMES)]
             progress.on_published(publish_event(name, **sample_event_kwargs(name)), name)
         succeeded = report(progress, arrived=progress.wait(timeout), timeout=timeout, echo=echo)
-        if serve_port is not None:
-            serve_settings_page(settings, registry, serve_port, echo)
+        if page_socket is not None:
+            serve_settings_page(settings, registry, page_socket, echo)
         else:
             # The command ends with this result: stopping the worker would only add seconds of its timers'
             # sleeps. Its threads and the receiver's are daemons and end with the process; the contexts are
@@ -252,16 +257,39 @@ def with_operator_login(settings: Settings) -> Settings:
     )
 
 
-def serve_settings_page(settings: Settings, registry: RedisRegistry, port: int, echo: Callable[[str], None]) -> None:
-    """The settings page over the demo's registry, log and worker, until Ctrl-C."""
+def reserve_port(port: int) -> socket.socket:
+    """A listening socket on 127.0.0.1:``port`` for the settings page; ConfigurationError when it is taken."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise ConfigurationError(
+            f"Port {port} on 127.0.0.1 cannot serve the settings page ({exc.strerror or exc}): "
+            "stop what uses it, or choose another port with --port."
+        ) from None
+    return sock
+
+
+def serve_settings_page(
+    settings: Settings, registry: RedisRegistry, page_socket: socket.socket, echo: Callable[[str], None]
+) -> None:
+    """The settings page over the demo's registry, log and worker, on the socket reserved at the start, until Ctrl-C."""
     from webhooks.ops.web import create_app
 
     assert settings.admin_password is not None
     app = create_app(settings, registry, open_delivery_log(settings))
+    host, port = page_socket.getsockname()
+    server = make_server(host, port, app, threaded=True, fd=page_socket.fileno())
     echo("")
-    echo(f"Settings page on http://127.0.0.1:{port}/ (password: {settings.admin_password.get_secret_value()})")
+    echo(f"Settings page on http://{host}:{port}/ (password: {settings.admin_password.get_secret_value()})")
     echo("The worker and receiver keep running: send test events from the page. Stop with Ctrl-C.")
-    run_simple("127.0.0.1", port, app, threaded=True)
+    try:
+        server.serve_forever()  # returns on Ctrl-C, having closed its copy of the socket
+    finally:
+        page_socket.close()
 
 
 def report(progress: Progress, *, arrived: bool, timeout: float, echo: Callable[[str], None]) -> bool:

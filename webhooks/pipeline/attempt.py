@@ -18,9 +18,10 @@ from celery.exceptions import SoftTimeLimitExceeded
 from webhooks import metrics
 from webhooks.errors import DeliveryError, DeliveryLogError, PermanentDeliveryError, RetryableDeliveryError
 from webhooks.log import Attempt, AttemptRecord, DeliveryLog, State
-from webhooks.log.records import RESPONSE_EXCERPT_BYTES, state_after
+from webhooks.log.records import RESPONSE_EXCERPT_BYTES, bounded_headers, state_after
 from webhooks.logformat import log_fields
 from webhooks.pipeline.http import AttemptResult, Outcome, send, thread_session
+from webhooks.pipeline.reasons import TIME_LIMIT_REASON
 from webhooks.registry import Endpoint
 from webhooks.settings import MAX_ATTEMPTS, Settings
 
@@ -105,7 +106,13 @@ def attempt(settings: Settings, endpoint: Endpoint, event_id: str, body: str, nu
             webhook_id=event_id if settings.standard_headers else None,
         )
     except SoftTimeLimitExceeded:
-        result = AttemptResult(Outcome.RETRY, None, settings.task_soft_time_limit * 1000.0, error="TimeLimitExceeded")
+        result = AttemptResult(
+            Outcome.RETRY,
+            None,
+            settings.task_soft_time_limit * 1000.0,
+            error="TimeLimitExceeded",
+            reason=TIME_LIMIT_REASON,
+        )
     return Made(endpoint.id, event_id, body, attempt_of(result, number, now))
 
 
@@ -124,6 +131,9 @@ def attempt_of(result: AttemptResult, number: int, at: datetime) -> Attempt:
         latency_ms=result.latency_ms,
         status_code=result.status_code,
         error=result.error,
+        reason=result.reason or result.error,
+        request_headers=bounded_headers(result.request_headers),
+        response_headers=bounded_headers(result.response_headers),
         response_excerpt=result.response_body[:RESPONSE_EXCERPT_BYTES].decode("utf-8", "replace"),
     )
 

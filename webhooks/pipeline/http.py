@@ -10,8 +10,8 @@ from __future__ import annotations
 import enum
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import requests
@@ -22,6 +22,7 @@ from requests_hardened.ip_filter import InvalidIPAddress
 from webhooks.__about__ import __version__
 from webhooks.pipeline.address import AddressPolicy, PinnedAddressAdapter
 from webhooks.pipeline.deadline import WATCHED_POOL_CLASSES, deadline
+from webhooks.pipeline.reasons import deadline_reason, reason
 from webhooks.registry.base import Endpoint, masked_url
 from webhooks.settings import Settings
 from webhooks.signing import HEADER, sign
@@ -75,6 +76,11 @@ class AttemptResult:
     response_body: bytes = b""
     #: ``ExceptionClass: message`` when there was no HTTP response.
     error: str | None = None
+    #: The same in a few words (reasons.reason), for operators.
+    reason: str | None = None
+    #: The headers ``build_headers`` made (signature included, never a secret), and the receiver's.
+    request_headers: Mapping[str, str] = field(default_factory=dict)
+    response_headers: Mapping[str, str] = field(default_factory=dict)
 
     def describe(self) -> str:
         """``HTTP 503`` or the error, for log lines and retry reasons."""
@@ -146,6 +152,7 @@ def send(
         ):
             status_code = response.status_code
             excerpt = _read_excerpt(response)  # cut short if the deadline passes; the status stands (spec 4.1)
+            received = dict(response.headers)
     except InvalidIPAddress as exc:
         return AttemptResult(
             Outcome.DROP,
@@ -153,14 +160,20 @@ def send(
             _elapsed_ms(started),
             error=f"UnsafeAddress: {masked_url(endpoint.url)} resolves to {exc}, a loopback, private, link-local or "
             "reserved address; delivery refused (WEBHOOKS_ALLOW_PRIVATE_NETWORKS allows it: true, or CIDR ranges)",
+            reason=reason(exc, timeout),
+            request_headers=headers,
         )
     except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
         if watched.expired:
-            error = f"DeadlineExceeded: no complete response within {seconds:g} s"
+            error, why = f"DeadlineExceeded: no complete response within {seconds:g} s", deadline_reason(seconds)
         else:  # messages may quote the URL: never its password
             error = f"{type(exc).__name__}: {exc}".replace(endpoint.url, masked_url(endpoint.url))
-        return AttemptResult(Outcome.RETRY, None, _elapsed_ms(started), error=error)
-    return AttemptResult(classify(status_code), status_code, _elapsed_ms(started), excerpt)
+            why = reason(exc, timeout)
+        return AttemptResult(
+            Outcome.RETRY, None, _elapsed_ms(started), error=error, reason=why, request_headers=headers
+        )
+    outcome, elapsed = classify(status_code), _elapsed_ms(started)
+    return AttemptResult(outcome, status_code, elapsed, excerpt, request_headers=headers, response_headers=received)
 
 
 def _read_excerpt(response: requests.Response) -> bytes:

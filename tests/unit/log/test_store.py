@@ -10,6 +10,7 @@ import pytest
 from tests.cli import unreachable_redis
 from webhooks.errors import DeliveryLogError, DeliveryNotFoundError
 from webhooks.log import Attempt, DeliveryLog, FannedOut, State, delivery_id, split_delivery_id
+from webhooks.log.queries import DeliveryQuery, Page
 from webhooks.log.records import state_after
 
 BODY = '{"id":"evt_1","name":"user_created"}'
@@ -115,7 +116,16 @@ def test_eleven_failures_make_it_failed_and_a_restart_begins_a_new_series(log, c
 
 def test_an_attempt_without_response_shows_its_error(log, clock):
     record(log, clock, 1, status=None, error="ConnectTimeout: timed out")
-    assert log.get("evt_1@crm").last_result == "ConnectTimeout: timed out"
+    assert log.get("evt_1@crm").last_result == "ConnectTimeout: timed out"  # recorded before reasons existed
+
+
+def test_an_attempt_keeps_its_short_reason_beside_the_error(log, clock):
+    error = "ConnectionError: HTTPConnectionPool(host='crm', port=80): Max retries exceeded ... Connection refused"
+    record(log, clock, 1, status=None, error=error, reason="Connection refused")
+    delivery = log.get("evt_1@crm")
+    assert delivery.last_result == "Connection refused"
+    (attempt,) = delivery.history
+    assert (attempt.reason, attempt.error, attempt.result) == ("Connection refused", error, "Connection refused")
 
 
 def test_an_unknown_delivery_is_not_found(log):
@@ -175,8 +185,9 @@ def test_the_cap_holds_and_keeps_the_newest(client, clock):
     for n in range(500):
         record(log, clock, 1, event=f"late_{n}", endpoint="crm")
         assert len(log) <= 500
-    # Nothing outlives the cap: two keys per delivery, plus per-endpoint indexes and activity.
-    assert client.dbsize() <= 2 * 500 + 3 * len(endpoints) + 10
+    # Nothing outlives the cap: two keys per delivery and one per event (its index), plus per-endpoint
+    # indexes and activity, and the kind and state indexes.
+    assert client.dbsize() <= 3 * 500 + 3 * len(endpoints) + 10 + 5
     assert log.get("late_499@crm").state is State.RETRYING  # the newest are the ones kept
     with pytest.raises(DeliveryNotFoundError):
         log.get("evt_0@ep0")
@@ -186,3 +197,67 @@ def test_an_unreachable_redis_is_a_delivery_log_error():
     log = DeliveryLog(unreachable_redis())
     with pytest.raises(DeliveryLogError, match=r"The delivery log at redis://127.0.0.1:1/0 cannot be reached"):
         log.find()
+
+
+def _fill(log, clock):
+    """Six events to two endpoints, one second apart, in every state but dropped; evt_5 is an order."""
+    log.enqueued([FannedOut(f"evt_{n}", "user_created", BODY, ["crm", "erp"]) for n in range(5)])
+    clock.now += 10
+    log.enqueued([FannedOut("evt_5", "company_created", BODY, ["crm", "erp"])])
+    record(log, clock, 1, "delivered", 200, event="evt_0", endpoint="crm")
+    record(log, clock, 1, event="evt_1", endpoint="erp")
+    record(log, clock, 11, event="evt_2", endpoint="crm")
+
+
+def ids(page):
+    return [d.id for d in page.deliveries]
+
+
+def test_query_filters_by_state_kind_endpoint_event_and_time(log, clock):
+    _fill(log, clock)
+    start = clock.now - 10
+    assert ids(log.query(DeliveryQuery(state=State.DELIVERED))) == ["evt_0@crm"]
+    assert ids(log.query(DeliveryQuery(state=State.FAILED))) == ["evt_2@crm"]
+    assert ids(log.query(DeliveryQuery(state=State.RETRYING, endpoint_id="erp"))) == ["evt_1@erp"]
+    assert ids(log.query(DeliveryQuery(state=State.RETRYING, endpoint_id="crm"))) == []
+    assert ids(log.query(DeliveryQuery(event_name="company_created"))) == ["evt_5@erp", "evt_5@crm"]
+    assert ids(log.query(DeliveryQuery(event_id="evt_1"))) == ["evt_1@erp", "evt_1@crm"]
+    assert ids(log.query(DeliveryQuery(event_id="evt_1", state=State.PENDING))) == ["evt_1@crm"]
+    assert len(log.query(DeliveryQuery(state=State.PENDING)).deliveries) == 12 - 3
+    after = datetime.fromtimestamp(start + 1, UTC)
+    assert ids(log.query(DeliveryQuery(since=after))) == ["evt_5@erp", "evt_5@crm"]
+    assert len(log.query(DeliveryQuery(until=after, limit=100)).deliveries) == 10
+    assert ids(log.query(DeliveryQuery(event_name="company_created", until=after))) == []
+
+
+def test_a_redelivery_moves_the_delivery_to_pending_and_to_the_top(log, clock):
+    _fill(log, clock)
+    clock.now += 5
+    log.restart("evt_2@crm")
+    assert ids(log.query(DeliveryQuery(state=State.FAILED))) == []
+    assert ids(log.query(DeliveryQuery(state=State.PENDING, limit=1))) == ["evt_2@crm"]
+    assert ids(log.query(DeliveryQuery(event_id="evt_2"))) == ["evt_2@crm", "evt_2@erp"]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 11, 12, 13])
+def test_cursor_paging_lists_every_delivery_once_even_across_ties(log, clock, size):
+    _fill(log, clock)  # ten deliveries share one score, two another
+    everything = ids(log.query(DeliveryQuery(limit=100)))
+    assert len(everything) == 12
+    seen, cursor, pages = [], None, 0
+    while True:
+        page = log.query(DeliveryQuery(limit=size, cursor=cursor))
+        assert len(page.deliveries) == min(size, 12 - len(seen))
+        seen += ids(page)
+        pages += 1
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert seen == everything
+    assert pages == max(1, -(-12 // size))
+
+
+def test_an_empty_query_has_no_next_page_and_a_bad_cursor_is_refused(log, clock):
+    assert log.query(DeliveryQuery()) == Page([], None)
+    with pytest.raises(ValueError, match="not a page cursor"):
+        log.query(DeliveryQuery(cursor="yesterday"))

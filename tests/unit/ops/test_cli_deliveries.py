@@ -62,6 +62,24 @@ def test_list_filters_and_json(services, history):
     assert len(json.loads(invoke(services, "deliveries", "--since", "1h", "--limit", "2", "--json").stdout)) == 2
 
 
+def test_list_by_kind_time_and_pages_with_a_cursor(services, history, log):
+    kinds = invoke(services, "deliveries", "--kind", "company_created")
+    assert kinds.stdout == "No deliveries match.\n"
+    assert invoke(services, "deliveries", "--until", "1h").stdout == "No deliveries match.\n"
+    first = invoke(services, "deliveries", "--limit", "2", "--since", "1h")
+    assert first.exit_code == 0, first.output
+    *rows, more = first.stdout.splitlines()[1:]
+    assert len(rows) == 2 and more.startswith("More: add --cursor ")
+    cursor = more.removeprefix("More: add --cursor ")
+    rest = invoke(services, "deliveries", "--limit", "5", "--cursor", cursor).stdout.splitlines()[1:]
+    assert len(rest) == 3 and not {row.split()[0] for row in rest} & {row.split()[0] for row in rows}
+
+
+def test_a_bad_cursor_names_the_option(services, history):
+    message = "Invalid value for --cursor: 'nope' is not a page cursor; use the one the previous page gave."
+    assert_error(invoke(services, "deliveries", "--cursor", "nope"), message, exit_code=2)
+
+
 def test_show_gives_every_attempt_and_the_body(services, history):
     result = invoke(services, "deliveries", "show", "evt_1@crm")
     assert result.exit_code == 0, result.output

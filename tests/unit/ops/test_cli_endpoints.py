@@ -11,8 +11,9 @@ import fakeredis
 import pytest
 import yaml
 
-from tests.cli import assert_error, invoke
+from tests.cli import assert_error, invoke, unreachable_redis
 from webhooks.events import EVENT_NAMES
+from webhooks.log import Attempt, DeliveryLog, State
 from webhooks.ops.cli.output import mask, table
 from webhooks.ops.services import Services
 from webhooks.registry import Endpoint, RedisRegistry, YamlRegistry
@@ -45,8 +46,13 @@ def registry(server):
 
 
 @pytest.fixture
-def services(registry):
-    return Services(Settings(registry="redis", allow_private_networks=True), registry=registry)
+def log(server):
+    return DeliveryLog(fakeredis.FakeRedis(server=server, decode_responses=True))
+
+
+@pytest.fixture
+def services(registry, log):
+    return Services(Settings(registry="redis", allow_private_networks=True), registry=registry, log=log)
 
 
 @pytest.fixture
@@ -164,10 +170,42 @@ def test_show_masks_the_secret_unless_revealed(services, crm):
         "enabled      yes",
         "description  CRM team",
         f"secret       {mask(crm.secret)}",
+        "this hour    0 delivered · 0 retrying · 0 failed · 0 dropped; no requests sent",
+        "last 24 h    0 delivered · 0 retrying · 0 failed · 0 dropped; no requests sent",
     ]
     assert crm.secret not in result.stdout
     assert crm.secret in invoke(services, "endpoints", "show", crm.id, "--reveal").stdout
     assert run_json(services, "endpoints", "show", crm.id, "--reveal")["secret"] == crm.secret
+
+
+def test_show_gives_the_endpoints_health(services, crm, log):
+    now = datetime.now(UTC)
+    for number, (status, latency, state) in enumerate(
+        [(503, 40.0, State.RETRYING), (200, 180.0, State.DELIVERED), (200, 8.0, State.DELIVERED)], start=1
+    ):
+        outcome = "delivered" if status == 200 else "retry"
+        attempt = Attempt(number, now, outcome, latency, status_code=status)
+        log.record_attempt(f"evt_{number}", crm.id, "{}", "user_created", attempt, state)
+    log.record_attempt("evt_9", crm.id, "{}", "user_created", Attempt(1, now, "drop", 0.0), State.DROPPED)
+    lines = invoke(services, "endpoints", "show", crm.id).stdout.splitlines()
+    expected = "2 delivered · 1 retrying · 0 failed · 1 dropped; 66.7 % succeeded; p50 ≤ 50 ms, p95 ≤ 200 ms"
+    assert lines[-2:] == [f"this hour    {expected}", f"last 24 h    {expected}"]
+    health = run_json(services, "endpoints", "show", crm.id)["health"]
+    assert health["last_24_hours"] == {
+        "delivered": 2,
+        "retrying": 1,
+        "failed": 0,
+        "dropped": 1,
+        "success_rate": 2 / 3,
+        "p50_latency_ms_at_most": 50.0,
+        "p95_latency_ms_at_most": 200.0,
+    }
+
+
+def test_show_still_shows_the_endpoint_when_the_log_is_unreachable(registry, crm):
+    services = Services(Settings(registry="redis"), registry=registry, log=DeliveryLog(unreachable_redis()))
+    result = invoke(services, "endpoints", "show", crm.id)
+    assert result.exit_code == 0 and "health       unknown: The delivery log at" in result.stdout
 
 
 def test_show_of_an_unknown_id_fails(services):

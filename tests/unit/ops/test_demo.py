@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import re
+import socket
 from types import SimpleNamespace
 
+import pytest
 from click.testing import CliRunner
 
+from webhooks.errors import ConfigurationError
 from webhooks.events import EVENT_NAMES
 from webhooks.ops.cli import main
-from webhooks.ops.demo import Progress, report, summary
+from webhooks.ops.demo import Progress, report, reserve_port, summary
 from webhooks.receiver.devserver import Received, Route
 
 
@@ -98,3 +101,28 @@ def test_events_must_be_positive():
     result = CliRunner().invoke(main, ["demo", "--events", "0"])
     assert result.exit_code == 2
     assert "--events" in result.output
+
+
+def test_a_retry_to_an_endpoint_added_from_the_page_is_printed_not_a_key_error():
+    tracker, lines = progress()
+    retry = SimpleNamespace(when=2, exc="Connection refused from endpoint 'added' (attempt 1 of 11)")
+    request = SimpleNamespace(args=["ep_added_later", "evt_9", "{}"], retries=0)
+    tracker.on_retry(SimpleNamespace(name="webhooks.deliver"), request, retry)
+    assert any("ep_added_later" in line and "retry 1 of 10 in 2 s: Connection refused" in line for line in lines)
+    assert set(tracker.tallies) == {"healthy", "flaky"}
+
+
+def test_a_busy_port_is_refused_before_the_demo_announces_anything():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ConfigurationError, match=f"Port {port} on 127.0.0.1 cannot serve the settings page"):
+            reserve_port(port)
+        result = CliRunner().invoke(main, ["demo", "--serve", "--port", str(port)])
+    assert result.exit_code == 1
+    assert "choose another port with --port" in result.output and "webhooks demo:" not in result.output
+    assert "Traceback" not in result.output
+    free = reserve_port(0)
+    assert free.getsockname()[1] > 0
+    free.close()

@@ -3,68 +3,17 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 
 import fakeredis
 import pytest
 
 from tests.cli import unreachable_redis
+from tests.unit.ops.conftest import PASSWORD, attempt_series, csrf_of, post, settings
 from webhooks.errors import ConfigurationError
-from webhooks.log import Attempt, DeliveryLog, State
-from webhooks.log.records import state_after
+from webhooks.log import DeliveryLog, State
 from webhooks.ops.web import create_app
 from webhooks.ops.web.sessions import FREE_ATTEMPTS, LoginThrottle
 from webhooks.registry import Endpoint, RedisRegistry, YamlRegistry
-from webhooks.settings import Settings
-
-PASSWORD = "correct horse battery staple"
-
-
-def settings(**changes):
-    values = {
-        "admin_password": PASSWORD,
-        "secret_key": "k" * 32,
-        "registry": "redis",
-        "allow_private_networks": True,
-        "redis_url": "memory://",  # never this machine's Redis
-    }
-    return Settings(**(values | changes))
-
-
-@pytest.fixture
-def registry():
-    return RedisRegistry(fakeredis.FakeRedis(decode_responses=True))
-
-
-@pytest.fixture
-def log():
-    return DeliveryLog(fakeredis.FakeRedis(decode_responses=True))
-
-
-@pytest.fixture
-def app(registry, log):
-    app = create_app(settings(), registry, log)
-    app.config["TESTING"] = True
-    return app
-
-
-def csrf_of(response) -> str:
-    match = re.search(r'name="csrf_token" value="([^"]+)"', response.get_data(as_text=True))
-    assert match, "the page carries a CSRF token"
-    return match.group(1)
-
-
-@pytest.fixture
-def client(app):
-    client = app.test_client()
-    token = csrf_of(client.get("/login"))
-    assert client.post("/login", data={"password": PASSWORD, "csrf_token": token}).status_code == 302
-    return client
-
-
-def post(client, path, page="/", **data):
-    """Post a form the way a browser does: with the CSRF token of the page it came from."""
-    return client.post(path, data={"csrf_token": csrf_of(client.get(page)), **data})
 
 
 def test_every_page_requires_sign_in(app, registry):
@@ -245,23 +194,21 @@ def test_endpoint_model_roundtrip_for_the_page(registry):
     assert isinstance(first, Endpoint)
 
 
-def attempt_series(log, event_id, endpoint_id, statuses, body='{"id":"evt","name":"user_created"}'):
-    """Record one attempt per status, as a worker would."""
-    for number, status in enumerate(statuses, start=1):
-        outcome = "delivered" if 200 <= status < 300 else "retry"
-        attempt = Attempt(
-            number, datetime.now(UTC), outcome, 42.0, status_code=status, response_excerpt=f"said {status}"
-        )
-        log.record_attempt(event_id, endpoint_id, body, "user_created", attempt, state_after(outcome, number))
-
-
 def test_the_list_shows_each_endpoints_last_attempt_and_24_hour_counts(client, registry, log):
     endpoint = registry.add("https://a.example/", ["all"])
     attempt_series(log, "evt_ok", endpoint.id, [200])
     attempt_series(log, "evt_bad", endpoint.id, [500] * 11)
     page = client.get("/").get_data(as_text=True)
-    assert "1 delivered · 1 failed" in page
-    assert '<span class="pill failed">HTTP 500</span>' in page
+    assert '<span class="count delivered">1 delivered</span>' in page
+    assert '<span class="count failed">1 failed</span>' in page
+    assert '<span class="count retrying">10 retrying</span>' in page
+    assert '<span class="pill failed clip" title="HTTP 500">HTTP 500</span>' in page
+    assert "<strong>8.3 %</strong> ok" in page  # 1 of 12 requests answered 2xx
+    assert re.search(
+        r'<rect class="delivered" x="[\d.]+" y="[\d.]+" width="[\d.]+" height="[\d.]+">'
+        r"<title>\d\d:00 UTC: 1 delivered</title>",
+        page,
+    )
 
 
 def test_the_endpoint_screen_lists_recent_deliveries_and_a_delivery_shows_every_attempt(client, registry, log):
@@ -331,3 +278,30 @@ def test_metrics_need_the_sign_in_or_the_bearer_token(registry, log):
 def test_metrics_without_a_token_are_for_the_signed_in_operator(app, client):
     assert app.test_client().get("/metrics", headers={"Authorization": "Bearer "}).status_code == 401
     assert client.get("/metrics").status_code == 200
+
+
+def test_a_new_secret_is_shown_once_unmasked_and_never_cached(client, registry):
+    response = post(client, "/endpoints/new", "/endpoints/new", url="https://crm.example/hook", events=["all"])
+    (endpoint,) = registry.list()
+    shown = client.get(response.headers["Location"])
+    assert endpoint.secret in shown.get_data(as_text=True)
+    assert "the secret shown below" in shown.get_data(as_text=True)
+    assert shown.headers["Cache-Control"] == "no-store"
+    again = client.get(f"/endpoints/{endpoint.id}")
+    assert endpoint.secret not in again.get_data(as_text=True)  # once
+
+    page = f"/endpoints/{endpoint.id}"
+    rotated = post(client, f"{page}/rotate", page, overlap_hours="1")
+    after = client.get(rotated.headers["Location"])
+    new_secret = registry.get(endpoint.id).secret
+    text = after.get_data(as_text=True)
+    assert new_secret in text and after.headers["Cache-Control"] == "no-store"
+    assert "keeps working for 1 hour." in text
+    assert new_secret not in client.get(page).get_data(as_text=True)
+    assert post(client, f"{page}/reveal", page).headers["Cache-Control"] == "no-store"
+
+
+def test_the_secret_shown_once_is_only_that_endpoints(client, registry):
+    other = registry.add("https://b.example/", ["all"])
+    post(client, "/endpoints/new", "/endpoints/new", url="https://crm.example/hook", events=["all"])
+    assert other.secret not in client.get(f"/endpoints/{other.id}").get_data(as_text=True)

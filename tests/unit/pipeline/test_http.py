@@ -7,6 +7,7 @@ import requests
 import responses
 
 from webhooks import standard_signing
+from webhooks.log.records import HEADER_VALUE_BYTES, HEADERS_BYTES, bounded_headers
 from webhooks.pipeline.http import (
     CONTENT_TYPE,
     RESPONSE_READ_LIMIT_BYTES,
@@ -115,6 +116,11 @@ def test_send_reports_no_response_for_retry(error):
     result = send(requests.Session(), endpoint(), BODY, timeout=(1, 1), now=NOW)
     assert (result.outcome, result.status_code) == (Outcome.RETRY, None)
     assert result.describe().startswith(type(error).__name__ + ":")
+    assert result.reason in (
+        "Timed out after 1 s connecting",
+        "Timed out after 1 s waiting for the response",
+        "Connection failed",
+    )
 
 
 @responses.activate
@@ -166,3 +172,19 @@ def test_unsafe_addresses_are_refused_before_connecting(host):
     result = send(new_session(Settings()), endpoint(f"http://{host}:8080/hook"), BODY, timeout=(1, 1), now=NOW)
     assert result.outcome is Outcome.DROP
     assert result.error is not None and result.error.startswith("UnsafeAddress:")
+
+
+@responses.activate
+def test_send_keeps_the_headers_it_sent_and_those_it_received():
+    responses.post("https://crm.example.com/hooks", status=503, headers={"Retry-After": "30"})
+    result = send(requests.Session(), endpoint(), BODY, timeout=(1, 1), now=NOW)
+    assert result.request_headers[HEADER] == responses.calls[0].request.headers[HEADER]
+    assert "whsec" not in repr(result.request_headers)
+    assert result.response_headers["Retry-After"] == "30"
+
+
+def test_kept_headers_are_bounded_whatever_the_receiver_answers():
+    kept = bounded_headers({"X-Big": "v" * 10_000, **{f"X-{n}": "w" * 400 for n in range(100)}})
+    assert kept["X-Big"] == "v" * HEADER_VALUE_BYTES
+    assert sum(len(name) + len(value) for name, value in kept.items()) <= HEADERS_BYTES
+    assert list(kept) == ["X-Big", *(f"X-{n}" for n in range(len(kept) - 1))]

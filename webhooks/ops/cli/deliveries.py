@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import click
 
 from webhooks.errors import RedeliveryError
-from webhooks.log import STATE_NAMES, State
+from webhooks.events import EVENT_NAMES
+from webhooks.log import STATE_NAMES, DeliveryQuery, State
+from webhooks.log.queries import MAX_PAGE_SIZE
 from webhooks.ops.cli.base import main, pass_services
 from webhooks.ops.cli.output import delivery_details, delivery_record, delivery_table, echo_json
 from webhooks.ops.redelivery import REPLAYABLE, redeliver_failed
 from webhooks.ops.redelivery import redeliver as redeliver_one
 from webhooks.ops.services import Services
+from webhooks.ops.wording import plural
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (stable keys) instead of text.")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -37,8 +40,13 @@ class Duration(click.ParamType[timedelta, object]):
 @click.option("--state", type=click.Choice(STATE_NAMES), help="Only deliveries in this state.")
 @click.option("--endpoint", "endpoint_id", metavar="ID", help="Only deliveries to this endpoint.")
 @click.option("--event", "event_id", metavar="ID", help="Only deliveries of this event.")
+@click.option("--kind", "event_name", type=click.Choice(EVENT_NAMES), help="Only deliveries of this event kind.")
 @click.option("--since", type=Duration(), help="Only deliveries (re)started within this long, such as 2h.")
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="At most this many.")
+@click.option("--until", type=Duration(), help="Only deliveries (re)started at least this long ago, such as 1h.")
+@click.option(
+    "--limit", type=click.IntRange(1, MAX_PAGE_SIZE), default=50, show_default=True, help="At most this many."
+)
+@click.option("--cursor", metavar="CURSOR", help="The next page: the cursor the previous page printed.")
 @json_option
 @click.pass_context
 def deliveries(
@@ -46,23 +54,41 @@ def deliveries(
     state: str | None,
     endpoint_id: str | None,
     event_id: str | None,
+    event_name: str | None,
     since: timedelta | None,
+    until: timedelta | None,
     limit: int,
+    cursor: str | None,
     as_json: bool,
 ) -> None:
     """List deliveries, newest first: did an endpoint get an event, and if not, why?"""
     if ctx.invoked_subcommand is not None:
         return
     services = ctx.ensure_object(Services)
-    found = services.log.find(
-        state=State(state) if state else None, endpoint_id=endpoint_id, event_id=event_id, since=since, limit=limit
+    now = datetime.now(UTC)
+    query = DeliveryQuery(
+        state=State(state) if state else None,
+        endpoint_id=endpoint_id,
+        event_id=event_id,
+        event_name=event_name,
+        since=now - since if since else None,
+        until=now - until if until else None,
+        limit=limit,
+        cursor=cursor,
     )
+    try:
+        page = services.log.query(query)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--cursor") from None
+    found = page.deliveries
     if as_json:
         echo_json([delivery_record(delivery) for delivery in found])
     elif found:
         click.echo(delivery_table(found))
     else:
         click.echo("No deliveries match.")
+    if page.next_cursor and not as_json:
+        click.echo(f"More: add --cursor {page.next_cursor}")
 
 
 @deliveries.command("show")
@@ -110,4 +136,6 @@ def redeliver(
     if force:
         raise RedeliveryError("--force applies to one delivery ID only; a replay sends failed or dropped ones.")
     replayed = redeliver_failed(services.log, endpoint_id, state=State(state), since=since)
-    click.echo(f"Redelivering {len(replayed)} {state} deliveries of endpoint {endpoint_id!r}.")
+    click.echo(
+        f"Redelivering {plural(len(replayed), f'{state} delivery', f'{state} deliveries')} of endpoint {endpoint_id!r}."
+    )

@@ -12,8 +12,18 @@ from typing import Any, TypeVar
 
 import click
 
+from webhooks.errors import DeliveryLogError
+from webhooks.log import EndpointActivity
 from webhooks.ops.cli.base import main, pass_services
-from webhooks.ops.cli.output import details, echo_json, endpoint_record, endpoint_table, format_time
+from webhooks.ops.cli.output import (
+    details,
+    echo_json,
+    endpoint_record,
+    endpoint_table,
+    format_time,
+    health_lines,
+    health_record,
+)
 from webhooks.ops.services import Services
 from webhooks.pipeline.address import AddressPolicy, check_deliverable
 from webhooks.registry import Endpoint, writable
@@ -96,8 +106,21 @@ def list_endpoints(services: Services, reveal: bool, as_json: bool) -> None:
 @json_option
 @pass_services
 def show_endpoint(services: Services, endpoint_id: str, reveal: bool, as_json: bool) -> None:
-    """Show one endpoint, its secret masked unless --reveal."""
-    show(services.registry.get(endpoint_id), as_json=as_json, reveal=reveal)
+    """Show one endpoint, its secret masked unless --reveal, and its health this hour and over 24 hours."""
+    endpoint = services.registry.get(endpoint_id)
+    try:
+        activity: EndpointActivity | DeliveryLogError = services.log.activity([endpoint.id])[endpoint.id]
+    except DeliveryLogError as exc:  # the endpoint is still worth showing
+        activity = exc
+    if as_json:
+        health = health_record(activity) if isinstance(activity, EndpointActivity) else None
+        echo_json({**endpoint_record(endpoint, now=datetime.now(UTC), reveal=reveal), "health": health})
+        return
+    show(endpoint, as_json=False, reveal=reveal)
+    if isinstance(activity, EndpointActivity):
+        click.echo("\n".join(health_lines(activity)))
+    else:
+        click.echo(f"health       unknown: {activity}")
 
 
 @endpoints.command()

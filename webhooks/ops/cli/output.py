@@ -14,7 +14,9 @@ from typing import Any
 import click
 
 from webhooks.events import EVENT_NAMES
-from webhooks.log import Attempt, Delivery, DeliverySummary
+from webhooks.log import Attempt, Delivery, DeliverySummary, EndpointActivity
+from webhooks.log.health import COUNTED_STATES, Totals
+from webhooks.ops.wording import milliseconds, percent
 from webhooks.registry import Endpoint, masked_url
 from webhooks.registry.changes import SECRET_PREFIX
 
@@ -140,6 +142,7 @@ def attempt_record(attempt: Attempt) -> dict[str, Any]:
         "at": format_time(attempt.at),
         "outcome": attempt.outcome,
         "status_code": attempt.status_code,
+        "reason": attempt.reason,
         "error": attempt.error,
         "latency_ms": attempt.latency_ms,
         "response_excerpt": attempt.response_excerpt,
@@ -185,6 +188,39 @@ def delivery_details(delivery: Delivery) -> str:
     ]
     lines += ["", table(("ATTEMPT", "AT", "RESULT", "LATENCY", "RESPONSE"), rows), "", "body:", delivery.body]
     return "\n".join(lines)
+
+
+def health_record(activity: EndpointActivity) -> dict[str, Any]:
+    """The stable JSON shape of an endpoint's health: this hour's and the last 24 hours' figures."""
+    return {"this_hour": _totals_record(activity.last_hour), "last_24_hours": _totals_record(activity.last_day)}
+
+
+def _totals_record(totals: Totals) -> dict[str, Any]:
+    return {
+        **{state: getattr(totals, state) for state in COUNTED_STATES},
+        "success_rate": totals.success_rate,
+        "p50_latency_ms_at_most": totals.p50_ms,
+        "p95_latency_ms_at_most": totals.p95_ms,
+    }
+
+
+def health_lines(activity: EndpointActivity) -> list[str]:
+    """``this hour  3 delivered · 0 retrying · ...; 100 % succeeded; p50 ≤ 50 ms, p95 ≤ 200 ms`` and the 24 h line."""
+    return [
+        f"{label.ljust(11)}  {totals_text(totals)}"
+        for label, totals in (("this hour", activity.last_hour), ("last 24 h", activity.last_day))
+    ]
+
+
+def totals_text(totals: Totals) -> str:
+    """A window's counts, success rate and latency percentiles in one line."""
+    counts = " · ".join(f"{getattr(totals, state)} {state}" for state in COUNTED_STATES)
+    if totals.success_rate is None:
+        return f"{counts}; no requests sent"
+    return (
+        f"{counts}; {percent(totals.success_rate)} succeeded; "
+        f"p50 ≤ {milliseconds(totals.p50_ms)}, p95 ≤ {milliseconds(totals.p95_ms)}"
+    )
 
 
 def echo_json(data: object) -> None:

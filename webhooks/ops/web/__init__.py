@@ -6,6 +6,7 @@ misconfigured deployment fails at start with a sentence instead of serving an op
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 import redis
@@ -16,6 +17,8 @@ from webhooks.errors import ConfigurationError
 from webhooks.log import DeliveryLog
 from webhooks.ops.services import Services
 from webhooks.ops.web import auth, errors, metrics, views
+from webhooks.ops.web.charts import bars
+from webhooks.ops.wording import milliseconds, percent
 from webhooks.registry import Registry, masked_url
 from webhooks.settings import Settings, get_settings
 
@@ -48,6 +51,11 @@ def create_app(
     app.extensions["webhooks"] = Services(settings, registry=registry, log=log, store=store)
     app.jinja_env.filters["when"] = when
     app.jinja_env.filters["masked_url"] = masked_url
+    app.jinja_env.filters["iso"] = iso
+    app.jinja_env.filters["pretty"] = pretty
+    app.jinja_env.filters["percent"] = percent
+    app.jinja_env.filters["ms"] = milliseconds
+    app.jinja_env.filters["bars"] = bars
     CSRFProtect(app)
     auth.init_app(app, settings)
     app.register_blueprint(views.blueprint)
@@ -84,3 +92,16 @@ def security_headers(response: Response) -> Response:
 def when(moment: datetime) -> str:
     """A time as operators read it on the page: ``2026-11-22 09:30:12 UTC``."""
     return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def iso(moment: datetime) -> str:
+    """A time for ``<time datetime>``, which the page's script shows in the browser's time zone."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pretty(text: str) -> str:
+    """JSON indented for reading; anything else (a cut or non-JSON body) as it is."""
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except ValueError:
+        return text

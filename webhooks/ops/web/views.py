@@ -5,16 +5,22 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from flask import Blueprint, current_app, flash, redirect, render_template, request, url_for
+from flask import Blueprint, current_app, flash, redirect, render_template, request, session, url_for
 from werkzeug.wrappers import Response
 
-from webhooks.errors import DeliveryLogError, ReadOnlyRegistryError
+from webhooks.catalog import KINDS, TEST_EVENT_FIELDS, sample_arguments, sample_payload
+from webhooks.errors import DeliveryLogError, InvalidEventError, ReadOnlyRegistryError
 from webhooks.events import EVENT_GROUPS, EVENT_NAMES
-from webhooks.log import DeliverySummary, EndpointActivity
+from webhooks.log import STATE_NAMES, DeliverySummary, EndpointActivity, Page, State
+from webhooks.log.health import COUNTED_STATES
+from webhooks.log.records import RESPONSE_EXCERPT_BYTES
 from webhooks.ops.redelivery import redeliver, redeliver_failed
 from webhooks.ops.services import Services
 from webhooks.ops.web.auth import local_url
+from webhooks.ops.web.charts import CHART_HEIGHT, CHART_WIDTH
+from webhooks.ops.web.filters import DeliveryFilters, EndpointFilters
 from webhooks.ops.web.forms import EndpointForm
+from webhooks.ops.wording import plural
 from webhooks.pipeline.address import AddressPolicy
 from webhooks.publish import send_test_event
 from webhooks.registry import WritableRegistry, masked_url
@@ -47,6 +53,11 @@ def page_context() -> dict[str, object]:
         "read_only": read_only_reason(),
         "event_groups": EVENT_GROUPS,
         "event_count": len(EVENT_NAMES),
+        "states": STATE_NAMES,
+        "counted_states": COUNTED_STATES,
+        "test_fields": TEST_EVENT_FIELDS,
+        "chart_width": CHART_WIDTH,
+        "chart_height": CHART_HEIGHT,
         "now": datetime.now(UTC),
     }
 
@@ -57,14 +68,31 @@ RECENT_DELIVERIES = 25
 
 @blueprint.get("/")
 def endpoints() -> str:
-    listed = services().registry.list()
+    filters = EndpointFilters.from_args(request.args)
+    listed, pages = filters.select(services().registry.list())
     activity: dict[str, EndpointActivity] = {}
     log_error = None
     try:
         activity = services().log.activity(endpoint.id for endpoint in listed)
     except DeliveryLogError as exc:  # the endpoints are still worth showing
         log_error = str(exc)
-    return render_template("endpoints.html", endpoints=listed, summaries=activity, log_error=log_error)
+    return render_template(
+        "endpoints.html", endpoints=listed, summaries=activity, log_error=log_error, filters=filters, pages=pages
+    )
+
+
+@blueprint.get("/deliveries")
+def deliveries() -> tuple[str, int]:
+    filters = DeliveryFilters.from_args(request.args)
+    query = filters.query()
+    page, log_error = Page([]), None
+    if query is not None:
+        try:
+            page = services().log.query(query)
+        except DeliveryLogError as exc:
+            log_error = str(exc)
+    status = 400 if filters.errors else 200
+    return render_template("deliveries.html", filters=filters, page=page, log_error=log_error), status
 
 
 @blueprint.route("/endpoints/new", methods=["GET", "POST"])
@@ -75,13 +103,22 @@ def new_endpoint() -> Response | str | tuple[str, int]:
     if not form.validate(policy=AddressPolicy.of(services().settings)):
         return render_template("endpoint_form.html", form=form, endpoint=None), 400
     endpoint = writable().add(form.url, form.events, description=form.description)
-    flash("Endpoint added. Give its receiver the secret shown below.", "success")
+    session[REVEAL_ONCE] = endpoint.id
+    flash("Endpoint added. Give its receiver the secret shown below; Reveal shows it again later.", "success")
     return redirect(url_for("views.endpoint", endpoint_id=endpoint.id))
+
+
+#: The session key naming the endpoint whose new secret the next view of its page shows, once.
+REVEAL_ONCE = "reveal_once"
 
 
 @blueprint.get("/endpoints/<endpoint_id>")
 def endpoint(endpoint_id: str) -> str:
-    return endpoint_page(endpoint_id, revealed=False)
+    # Right after an add or a rotation the new secret is shown once, on the page the form redirects to.
+    revealed = session.get(REVEAL_ONCE) == endpoint_id
+    if revealed:
+        session.pop(REVEAL_ONCE)
+    return endpoint_page(endpoint_id, revealed=revealed)
 
 
 @blueprint.post("/endpoints/<endpoint_id>/reveal")
@@ -93,19 +130,28 @@ def reveal(endpoint_id: str) -> str:
 def endpoint_page(endpoint_id: str, *, revealed: bool) -> str:
     endpoint = services().registry.get(endpoint_id)
     recent: list[DeliverySummary] = []
-    log_error = None
+    log_error, has_failed, health = None, False, None
     try:
         recent = services().log.find(endpoint_id=endpoint_id, limit=RECENT_DELIVERIES)
+        has_failed = bool(services().log.find(endpoint_id=endpoint_id, state=State.FAILED, limit=1))
+        health = services().log.activity([endpoint_id])[endpoint_id]
     except DeliveryLogError as exc:
         log_error = str(exc)
     return render_template(
-        "endpoint.html", endpoint=endpoint, revealed=revealed, deliveries=recent, log_error=log_error
+        "endpoint.html",
+        endpoint=endpoint,
+        revealed=revealed,
+        deliveries=recent,
+        has_failed=has_failed,
+        health=health,
+        log_error=log_error,
     )
 
 
 @blueprint.get("/deliveries/<delivery_id>")
 def delivery(delivery_id: str) -> str:
-    return render_template("delivery.html", delivery=services().log.get(delivery_id))
+    found = services().log.get(delivery_id)
+    return render_template("delivery.html", delivery=found, excerpt_bytes=RESPONSE_EXCERPT_BYTES)
 
 
 @blueprint.post("/deliveries/<delivery_id>/redeliver")
@@ -120,7 +166,9 @@ def replay_failed(endpoint_id: str) -> Response:
     endpoint = services().registry.get(endpoint_id)
     replayed = redeliver_failed(services().log, endpoint.id)
     if replayed:
-        flash(f"Redelivering {len(replayed)} failed deliveries to this endpoint.", "success")
+        flash(
+            f"Redelivering {plural(len(replayed), 'failed delivery', 'failed deliveries')} to this endpoint.", "success"
+        )
     else:
         flash("No failed deliveries to replay.", "success")
     return redirect(url_for("views.endpoint", endpoint_id=endpoint_id))
@@ -160,7 +208,9 @@ def rotate(endpoint_id: str) -> Response:
         flash("The overlap must be a whole number of hours from 0 to 720.", "error")
         return redirect(url_for("views.endpoint", endpoint_id=endpoint_id))
     writable().rotate_secret(endpoint_id, overlap_seconds=int(hours) * 3600)
-    flash(f"Secret rotated. The previous secret keeps working for {hours} hours.", "success")
+    session[REVEAL_ONCE] = endpoint_id
+    overlap = plural(int(hours), "hour")
+    flash(f"Secret rotated: the new one is shown below. The previous secret keeps working for {overlap}.", "success")
     return redirect(url_for("views.endpoint", endpoint_id=endpoint_id))
 
 
@@ -171,15 +221,34 @@ def delete(endpoint_id: str) -> Response:
     return redirect(url_for("views.endpoints"))
 
 
-@blueprint.post("/endpoints/<endpoint_id>/test-event")
-def test_event(endpoint_id: str) -> Response:
+@blueprint.get("/events")
+def catalog() -> str:
+    return render_template(
+        "catalog.html", kinds=KINDS, payloads={kind.name: sample_payload(kind.name) for kind in KINDS}
+    )
+
+
+@blueprint.route("/endpoints/<endpoint_id>/test-event", methods=["GET", "POST"])
+def test_event(endpoint_id: str) -> Response | str | tuple[str, int]:
+    """GET: the chosen kind's sample to edit; POST: send it (edited, or the sample when no fields are given)."""
     endpoint = services().registry.get(endpoint_id)
-    name = request.form.get("event_name", "")
+    source = request.args if request.method == "GET" else request.form
+    name = source.get("event_name") or next(kind for kind in EVENT_NAMES if kind in endpoint.events)
     if name not in EVENT_NAMES:
         flash(f"Choose one of the {len(EVENT_NAMES)} event kinds; {name!r} is not one.", "error")
-    elif name not in endpoint.events:  # workers refuse to sign it (pipeline/guard.py)
+        return redirect(url_for("views.endpoint", endpoint_id=endpoint_id))
+    if name not in endpoint.events:  # workers refuse to sign it (pipeline/guard.py)
         flash(f"This endpoint does not subscribe to {name}; choose one of the events it receives.", "error")
-    else:
-        event_id = send_test_event(endpoint.id, name)
-        flash(f"Test event {name} ({event_id}) sent to this endpoint.", "success")
+        return redirect(url_for("views.endpoint", endpoint_id=endpoint_id))
+    fields = request.form.get("fields") if request.method == "POST" else None
+    if request.method == "GET":
+        return render_template(
+            "test_event.html", endpoint=endpoint, name=name, fields=sample_arguments(name), error=None
+        )
+    try:
+        event_id = send_test_event(endpoint.id, name, fields)
+    except InvalidEventError as exc:
+        page = render_template("test_event.html", endpoint=endpoint, name=name, fields=fields, error=str(exc))
+        return page, 400
+    flash(f"Test event {name} ({event_id}) sent to this endpoint.", "success")
     return redirect(url_for("views.endpoint", endpoint_id=endpoint_id))

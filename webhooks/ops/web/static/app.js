@@ -1,4 +1,5 @@
-// Copy-to-clipboard and select-all-per-group: the only script the settings page needs.
+// The settings page's only script (no inline script or handler anywhere): copy, select-all per group,
+// confirmations, times in the browser's time zone, and live regions refreshed without a reload.
 document.addEventListener("click", (event) => {
   const copy = event.target.closest("[data-copy]");
   if (copy) {
@@ -15,4 +16,71 @@ document.addEventListener("click", (event) => {
 document.addEventListener("submit", (event) => {
   const message = event.target.dataset.confirm;
   if (message && !window.confirm(message)) event.preventDefault();
+});
+
+// Times: the server writes UTC (<time datetime="...Z" title="... UTC">); show local time and how long ago.
+const LOCAL = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" });
+const RELATIVE = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
+const UNITS = [["day", 86400], ["hour", 3600], ["minute", 60], ["second", 1]];
+
+function ago(moment) {
+  const seconds = (moment.getTime() - Date.now()) / 1000;
+  for (const [unit, size] of UNITS) {
+    if (Math.abs(seconds) >= size || unit === "second") return RELATIVE.format(Math.round(seconds / size), unit);
+  }
+  return "";
+}
+
+function localTimes(root) {
+  root.querySelectorAll("time[datetime]").forEach((element) => {
+    const moment = new Date(element.getAttribute("datetime"));
+    if (Number.isNaN(moment.getTime())) return;
+    element.textContent = `${LOCAL.format(moment)} · ${ago(moment)}`;
+  });
+}
+
+// Live regions: <section id="..." data-live="URL"> is replaced by the same region of URL every
+// LIVE_MS, keeping open <details> open and marking rows that were not there before.
+const LIVE_MS = 1500;
+const served = new WeakMap(); // region -> the HTML the server last sent for it
+
+function openKeys(region) {
+  return new Set([...region.querySelectorAll("details[open][data-key]")].map((d) => d.dataset.key));
+}
+
+async function refresh(region) {
+  const response = await fetch(region.dataset.live, { headers: { Accept: "text/html" }, credentials: "same-origin" });
+  if (!response.ok || response.redirected) return false; // signed out or gone: stop
+  const page = new DOMParser().parseFromString(await response.text(), "text/html");
+  const fresh = page.getElementById(region.id);
+  if (!fresh || fresh.innerHTML === served.get(region)) return true;
+  const open = openKeys(region);
+  const seen = new Set([...region.querySelectorAll("[data-delivery]")].map((row) => row.dataset.delivery));
+  served.set(region, fresh.innerHTML);
+  region.innerHTML = fresh.innerHTML;
+  region.querySelectorAll("details[data-key]").forEach((d) => { if (open.has(d.dataset.key)) d.open = true; });
+  region.querySelectorAll("[data-delivery]").forEach((row) => {
+    if (!seen.has(row.dataset.delivery)) row.classList.add("fresh");
+  });
+  localTimes(region);
+  return true;
+}
+
+function live(region) {
+  const tick = async () => {
+    let going = true;
+    if (document.visibilityState === "visible") {
+      try { going = await refresh(region); } catch { going = true; }
+    }
+    if (going) window.setTimeout(tick, LIVE_MS);
+  };
+  window.setTimeout(tick, LIVE_MS);
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  const regions = [...document.querySelectorAll("[data-live][id]")];
+  regions.forEach((region) => served.set(region, region.innerHTML));
+  localTimes(document);
+  window.setInterval(() => localTimes(document), 30000);
+  regions.forEach(live);
 });

@@ -1,0 +1,92 @@
+"""Finding deliveries across endpoints: the filters, the cursor, and the Lua that answers a page.
+
+Pure except for the script text: :class:`DeliveryLog` (``log/store.py``) runs it. A query names
+index sorted sets (every delivery, and one per endpoint, event kind, state and event id), and Redis
+intersects them in one command, so a page costs two round trips whatever the filters and however
+large the log: the script (intersect, range, clean up) and one pipeline of the page's summaries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from webhooks.log.records import DeliverySummary, State
+
+__all__ = ["DeliveryQuery", "Page", "next_cursor", "parse_cursor"]
+
+#: The most deliveries one page may list.
+MAX_PAGE_SIZE = 500
+
+#: KEYS: the index of every delivery, the filter indexes, then a scratch key for the intersection.
+#: ARGV: the highest score, the lowest score, how many to skip, how many to return. With no filter
+#: the range reads the first index directly; otherwise ZINTERSTORE (cost: the smallest index times
+#: the number of indexes) keeps the first index's scores (weights 1, 0, 0...), and the scratch key
+#: is deleted before the script returns. Returns ids and scores, newest first.
+QUERY_SCRIPT = """
+local n = #KEYS
+local source = KEYS[1]
+if n > 2 then
+    local args = {'ZINTERSTORE', KEYS[n], n - 1}
+    for i = 1, n - 1 do args[#args + 1] = KEYS[i] end
+    args[#args + 1] = 'WEIGHTS'
+    args[#args + 1] = 1
+    for i = 2, n - 1 do args[#args + 1] = 0 end
+    redis.call(unpack(args))
+    source = KEYS[n]
+end
+local found = redis.call('ZREVRANGEBYSCORE', source, ARGV[1], ARGV[2], 'WITHSCORES', 'LIMIT', ARGV[3], ARGV[4])
+if n > 2 then redis.call('DEL', KEYS[n]) end
+return found
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryQuery:
+    """Which deliveries to list: every filter given must match; times bound when the current series began."""
+
+    state: State | None = None
+    endpoint_id: str | None = None
+    event_name: str | None = None
+    event_id: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    limit: int = 50
+    #: Where the previous page ended (``Page.next_cursor``); None for the first page.
+    cursor: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of deliveries, newest first, and the cursor of the next page (None on the last)."""
+
+    deliveries: Sequence[DeliverySummary]
+    next_cursor: str | None = None
+
+
+def parse_cursor(cursor: str) -> tuple[float, int]:
+    """``(score, skip)`` of a cursor: the next page starts at that score, after ``skip`` deliveries of it.
+
+    ValueError with a sentence when the text is not a cursor this module made."""
+    score, sep, skip = cursor.partition("~")
+    try:
+        if not sep:
+            raise ValueError
+        return float(score), int(skip)
+    except ValueError:
+        raise ValueError(f"{cursor!r} is not a page cursor; use the one the previous page gave.") from None
+
+
+def next_cursor(scores: Sequence[float], previous: str | None) -> str:
+    """The cursor after a page whose deliveries had ``scores`` (newest first, never empty).
+
+    Deliveries fanned out together share one score, so the cursor counts how many of the last
+    score were shown (adding the previous cursor's count when the whole page had its score)."""
+    last = scores[-1]
+    shown = sum(1 for score in scores if score == last)
+    if previous is not None:
+        score, skip = parse_cursor(previous)
+        if score == last and len(scores) == shown:
+            shown += skip
+    return f"{last!r}~{shown}"

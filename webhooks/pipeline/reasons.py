@@ -1,0 +1,83 @@
+"""Why an attempt got no response, in a few words an operator reads at a glance.
+
+Pure: :func:`reason` maps the exception ``http.send`` caught to a short phrase ("Connection
+refused", "Timed out after 15 s waiting for the response"). The technical text (``ExceptionClass:
+message``) is kept beside it in the attempt record, one click away on the page.
+"""
+
+from __future__ import annotations
+
+import requests
+from requests_hardened.ip_filter import InvalidIPAddress
+
+__all__ = ["TIME_LIMIT_REASON", "deadline_reason", "reason"]
+
+#: The reason of an attempt the task's soft time limit cut short.
+TIME_LIMIT_REASON = "Stopped: the attempt ran past the task's time limit"
+
+#: Phrases found in a connection error's text (urllib3 and the OS word them), first match wins.
+_CONNECTION_PHRASES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("connection refused", "errno 111", "winerror 10061"), "Connection refused"),
+    (
+        (
+            "name or service not known",
+            "nodename nor servname",
+            "getaddrinfo failed",
+            "failed to resolve",
+            "temporary failure in name resolution",
+            "no address associated",
+        ),
+        "Host name not found (DNS)",
+    ),
+    (("connection reset", "errno 104"), "Connection reset by the receiver"),
+    (
+        ("remotedisconnected", "without response", "connection aborted"),
+        "Receiver closed the connection without a response",
+    ),
+    (("network is unreachable", "no route to host"), "Network unreachable"),
+)
+
+_TLS_PHRASES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("hostname mismatch", "doesn't match", "not valid for"), "TLS certificate not valid for host"),
+    (("certificate has expired", "expired"), "TLS certificate expired"),
+    (
+        ("self signed", "self-signed", "unable to get local issuer", "certificate verify failed"),
+        "TLS certificate not trusted",
+    ),
+)
+
+
+def reason(error: BaseException, timeout: tuple[float, float]) -> str:
+    """A short phrase for ``error``, raised by a POST that got no HTTP response; ``timeout`` is the
+    POST's (connect, read) timeout in seconds, as ``requests`` takes it."""
+    connect_timeout_seconds, read_timeout_seconds = timeout
+    text = str(error).lower()
+    if isinstance(error, InvalidIPAddress):
+        return f"Refused: address {error} is private"
+    if isinstance(error, requests.exceptions.ConnectTimeout):
+        return f"Timed out after {_seconds(connect_timeout_seconds)} s connecting"
+    if isinstance(error, requests.exceptions.ReadTimeout):
+        return f"Timed out after {_seconds(read_timeout_seconds)} s waiting for the response"
+    if isinstance(error, requests.exceptions.SSLError):
+        return _first(text, _TLS_PHRASES, "TLS handshake failed")
+    if isinstance(error, (requests.exceptions.ChunkedEncodingError, requests.exceptions.ContentDecodingError)):
+        return "The response could not be read"
+    if isinstance(error, TimeoutError) or "timed out" in text:
+        return "Timed out"
+    return _first(text, _CONNECTION_PHRASES, "Connection failed")
+
+
+def deadline_reason(seconds: float) -> str:
+    """The reason of an attempt the whole-attempt deadline cut short (a receiver that drips its answer)."""
+    return f"Timed out after {_seconds(seconds)} s without a complete response"
+
+
+def _first(text: str, phrases: tuple[tuple[tuple[str, ...], str], ...], otherwise: str) -> str:
+    for needles, phrase in phrases:
+        if any(needle in text for needle in needles):
+            return phrase
+    return otherwise
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}"
