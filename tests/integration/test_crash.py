@@ -77,11 +77,14 @@ def test_a_worker_killed_mid_load_loses_no_delivery(crash_broker, redis_server, 
     assert len(at_kill) < EVENTS, "the load ended before the kill: nothing was in flight"
     assert "endpoint=crash" in victim.output(), "the killed worker had taken a share"
 
-    wait_until(
-        lambda: set(arrived()) >= set(ids),
-        timeout=killed_at + RECOVERY_SECONDS - time.monotonic(),
-        what=f"every event delivered within {RECOVERY_SECONDS} s of the kill ({len(at_kill)} had arrived by then)",
-    )
+    try:
+        wait_until(lambda: set(arrived()) >= set(ids), timeout=killed_at + RECOVERY_SECONDS - time.monotonic())
+    except AssertionError:
+        missing = len(set(ids) - set(arrived()))
+        raise AssertionError(
+            f"{missing} of {EVENTS} events were not delivered within {RECOVERY_SECONDS} s of the kill "
+            f"({len(at_kill)} had arrived by the kill)."
+        ) from None
     counts = arrived()
     twice = sum(1 for count in counts.values() if count > 1)
     print(
