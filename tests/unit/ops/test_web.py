@@ -34,7 +34,7 @@ def test_a_wrong_password_is_refused_and_repeated_ones_are_slowed_down(app):
         assert "That password is not right." in response.get_data(as_text=True)
     response = client.post("/login", data={"password": PASSWORD, "csrf_token": csrf_of(client.get("/login"))})
     assert response.status_code == 429
-    assert "Too many wrong passwords. Try again in 1 seconds." in response.get_data(as_text=True)
+    assert "Too many wrong passwords. Try again in 1 second." in response.get_data(as_text=True)
 
 
 def test_the_throttle_doubles_the_wait_and_forgets_after_success():

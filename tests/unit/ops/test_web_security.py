@@ -200,7 +200,7 @@ def test_every_web_process_counts_the_same_wrong_passwords():
         assert wrong(first.test_client()).status_code == 401
     response = sign_in(second.test_client())
     assert response.status_code == 429
-    assert "Too many wrong passwords. Try again in 1 seconds." in response.get_data(as_text=True)
+    assert "Too many wrong passwords. Try again in 1 second." in response.get_data(as_text=True)
 
 
 def test_behind_a_trusted_proxy_an_attacker_cannot_lock_the_operator_out():

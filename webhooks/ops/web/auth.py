@@ -29,6 +29,7 @@ from werkzeug.wrappers import Response as BaseResponse
 
 from webhooks.ops.services import Services
 from webhooks.ops.web.sessions import LoginThrottle, SessionStore, password_fingerprint
+from webhooks.ops.wording import plural
 from webhooks.settings import Settings
 
 blueprint = Blueprint("auth", __name__)
@@ -104,7 +105,7 @@ def login() -> BaseResponse | str | tuple[str, int]:
 def _sign_in(address: str) -> BaseResponse | str | tuple[str, int]:
     wait = throttle().wait_seconds(address)
     if wait:
-        flash(f"Too many wrong passwords. Try again in {wait} seconds.", "error")
+        flash(f"Too many wrong passwords. Try again in {plural(wait, 'second')}.", "error")
         return render_template("login.html"), 429
     given = request.form.get("password", "").encode()
     # Both sides are compared in constant time; an empty password is refused whatever is configured.
