@@ -144,24 +144,26 @@ def test_an_operator_manages_an_endpoint_in_the_browser(site, browser, receiver)
         verify(rotated.body, rotated.headers[HEADER], either)
 
 
-def test_sign_in_with_a_tab_in_next_stays_on_the_pages_origin(site, browser):
-    url, _, _ = site
+def signed_in_page(browser, address: str, heading: str):
+    """A new page that opened ``address``, was sent to sign in, signed in and shows ``heading``."""
     page = browser.new_page()
-    page.goto(f"{url}/login?next=/%09/evil.example/")
+    page.goto(address)
     page.fill("#password", PASSWORD)
     page.click("button:has-text('Sign in')")
-    page.wait_for_selector("h1:has-text('Endpoints')")
+    page.wait_for_selector(f"h1:has-text('{heading}')")
+    return page
+
+
+def test_sign_in_with_a_tab_in_next_stays_on_the_pages_origin(site, browser):
+    url, _, _ = site
+    page = signed_in_page(browser, f"{url}/login?next=/%09/evil.example/", "Endpoints")
     assert urlsplit(page.url).netloc == urlsplit(url).netloc and urlsplit(page.url).path == "/"
     page.close()
 
 
 def test_the_content_security_policy_blocks_an_injected_inline_script_and_lets_the_pages_own_script_run(site, browser):
     url, _, _ = site
-    page = browser.new_page()
-    page.goto(f"{url}/endpoints/new")
-    page.fill("#password", PASSWORD)
-    page.click("button:has-text('Sign in')")
-    page.wait_for_selector("h1:has-text('Add endpoint')")
+    page = signed_in_page(browser, f"{url}/endpoints/new", "Add endpoint")
     blocked = page.evaluate(
         """() => new Promise((resolve) => {
             document.addEventListener("securitypolicyviolation", (event) => resolve(event.effectiveDirective));

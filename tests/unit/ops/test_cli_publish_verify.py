@@ -76,7 +76,7 @@ def test_publish_refuses_deeply_nested_data_with_one_line(enqueued, depth):
     result = invoke(SERVICES, "publish", "user_created", "--data", "-", input=data)
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert result.stderr.count("\n") == 1 and "nested" in result.stderr
-    assert enqueued == []
+    assert enqueued == [] and enqueued.events() == []
 
 
 def test_publish_of_an_invalid_event_or_unknown_name_fails_and_enqueues_nothing(enqueued):
