@@ -15,8 +15,9 @@ from pathlib import Path
 
 from bench.harness import BenchError, harness
 from bench.report import Report
-from bench.scenarios import Plan, rows, run
+from bench.scenarios import Plan, run
 from bench.senders import use_ours_in_this_process
+from bench.table import rows
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results"
 

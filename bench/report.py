@@ -32,6 +32,12 @@ class Stat:
         return f"{_number(self.median)} {unit} ({_number(min(self.values))}-{_number(max(self.values))})"
 
 
+#: The "published" cell of a row whose events went through ``publish_events()`` in batches.
+PUBLISHED_BATCH = "batch: `publish_events()`"
+#: ... and of one whose events went through ``publish_event()`` one by one (the inbox's path).
+PUBLISHED_ONE = "one at a time: `publish_event()`"
+
+
 @dataclass(frozen=True)
 class Row:
     """One line of the table: ours, the baseline's figure, and what ours must reach.
@@ -44,6 +50,8 @@ class Row:
     unit: str
     ours: Stat
     higher_is_better: bool
+    #: How our events were published: PUBLISHED_BATCH, PUBLISHED_ONE, or what else was timed.
+    published: str
     baseline: str = ""
     theirs: Stat | None = None
     target: float | None = None
@@ -92,13 +100,13 @@ class Report:
             f"Measured {self.started_at} with `{self.command}` on {machine()}.",
             "Medians of the repetitions (min-max in parentheses); ratios compare medians, above 1 when ours is better.",
             "",
-            "| | measure | ours | baseline | baseline's | ratio | target | note |",
-            "|---|---|---|---|---|---|---|---|",
+            "| | measure | published | ours | baseline | baseline's | ratio | target | note |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for row in self.rows:
             theirs = row.theirs.show(row.unit) if row.theirs is not None else ""
             ratio = f"{row.ratio:.2f}x" if row.ratio is not None else ""
-            cells = [row.scenario, row.measure, row.ours.show(row.unit), row.baseline, theirs, ratio]
+            cells = [row.scenario, row.measure, row.published, row.ours.show(row.unit), row.baseline, theirs, ratio]
             lines.append("| " + " | ".join([*cells, row.target_text(), row.note]) + " |")
         return "\n".join(lines) + "\n"
 

@@ -10,14 +10,13 @@ import re
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from bench.events import bodies
 from bench.harness import Harness, Process, cpu_seconds, rss_bytes, wait_until
-from bench.report import Row, Stat
+from bench.report import Stat
 from bench.senders import (
     STORE_DB,
     drop_queues,
@@ -155,7 +154,10 @@ def ours_phase(harness: Harness, plan: Plan, results: Results) -> None:
             ours_fanout(harness, plan, results, workers)
         if "E" in plan.only:
             register(harness, [harness.endpoint_url("ours")])
-            for measure, rate in (("E", latency_rate(results, "naive")), ("E own", latency_rate(results, "ours"))):
+            for measure, rate in (
+                ("E", latency_rate(results, "naive delay")),
+                ("E own", latency_rate(results, "ours")),
+            ):
                 latency(harness, plan, results, "ours", rate, lambda event_id, body: publish_one(), measure)
 
 
@@ -250,20 +252,22 @@ def latency(
 def naive_phase(harness: Harness, plan: Plan, results: Results) -> None:
     with naive_worker(harness) as worker:
         url = harness.endpoint_url("naive")
+        delay = naive_publisher(harness, url)
         if plan.only & set("AE"):
             for _ in range(plan.repeat):
                 count = plan.n(5000)
                 result = receive(harness, count, lambda count=count: naive_prefill(harness, url, count))
                 results.add("A", "naive", result.rate)
-                results.add("A one at a time", "naive", result.rate)  # one task per event however published
+                payloads = [body for _, body in bodies(plan.n(2000))]  # ready, as publish_one's records are
+                result = receive(harness, len(payloads), lambda payloads=payloads: [delay(body) for body in payloads])
+                results.add("A one at a time", "naive delay", result.rate)
             results.add("F after A", "naive", rss_bytes(worker.popen.pid) / MB)
             results.add("F after A, one process", "naive", rss_bytes(worker.popen.pid) / MB)
         if "B" in plan.only:
             slow_receivers(harness, plan, results, "naive")
         if "E" in plan.only:
-            delay = naive_publisher(harness, url)
-            rate = latency_rate(results, "naive")
-            latency(harness, plan, results, "naive", rate, lambda event_id, body: (delay(body), event_id)[1])
+            rate = latency_rate(results, "naive delay")
+            latency(harness, plan, results, "naive delay", rate, lambda event_id, body: (delay(body), event_id)[1])
 
 
 def raw_phase(harness: Harness, plan: Plan, results: Results) -> None:
@@ -345,103 +349,3 @@ def run(harness: Harness, plan: Plan, progress: Callable[[str], None]) -> Result
             progress(f"{phase.__name__} ({', '.join(sorted(plan.only & set(scenarios)))})")
             phase(harness, plan, results)
     return results
-
-
-def rows(results: Results) -> Iterator[Row]:
-    """The table, from what was measured; a measure that did not run has no row."""
-
-    def row(
-        scenario: str,
-        measure: str,
-        key: str,
-        unit: str,
-        higher: bool,
-        baseline: str = "",
-        label: str = "",
-        **extra: Any,
-    ) -> None:
-        ours = results.stat(key, "ours")
-        if ours is not None:
-            theirs = results.stat(key, baseline) if baseline else None
-            made.append(
-                Row(scenario, measure, unit, ours, higher, label or BASELINES.get(baseline, ""), theirs, **extra)
-            )
-
-    made: list[Row] = []
-    receiver_cpu = results.median("A receiver CPU", "ours")
-    note_a = f"receiver used {receiver_cpu:.0f} % of a core" if receiver_cpu is not None else ""
-    row("A", "loopback, 5,000 deliveries", "A", "deliveries/s", True, "naive", target=2.0, note=note_a)
-    row("A", "loopback, 5,000 deliveries", "A", "deliveries/s", True, "raw", target=0.55)
-    row(
-        "A",
-        "loopback, 2,000 events published one at a time",
-        "A one at a time",
-        "deliveries/s",
-        True,
-        "naive",
-        target=2.0,
-        note="ours: events wait in the inbox for one fan-out task",
-    )
-    row("B", "receiver answers in 100 ms", "B 100 ms", "deliveries/s", True, "naive", target=15.0)
-    row(
-        "B",
-        "receiver answers in 100 ms",
-        "B 100 ms",
-        "deliveries/s",
-        True,
-        "raw",
-        note=f"raw: {RAW_THREADS_SLOW} threads per process",
-    )
-    row("B", "receiver answers in 1 s", "B 1 s", "deliveries/s", True, "naive")
-    row("C", "publish_event() p50", "C p50", "ms", False, "naive", label="naive `delay()`", target=2.0)
-    row("C", "publish_event() p99", "C p99", "ms", False, "naive", label="naive `delay()`")
-    row(
-        "C",
-        "publish_event() calls per second, one process",
-        "C rate",
-        "events/s",
-        True,
-        "naive",
-        label="naive `delay()`",
-    )
-    row("C", "publish_events() batch of 10,000", "C batch", "events/s", True, bound=10_000)
-    row(
-        "D",
-        "fan-out of one event to 1,000 endpoints",
-        "D",
-        "s",
-        False,
-        "naive",
-        label="1,000 `apply_async`",
-        target=8.0,
-    )
-    rate, own_rate = results.median("E rate", "naive"), results.median("E own rate", "ours")
-    e_note = f"both at {rate:,.0f} events/s, half the naive sender's A rate" if rate is not None else ""
-    own_note = f"{own_rate:,.0f} events/s, half our one-at-a-time A rate" if own_rate is not None else ""
-    row("E", "publish-to-receipt p50, one event at a time", "E p50", "ms", False, "naive", note=e_note)
-    row("E", "publish-to-receipt p99, one event at a time", "E p99", "ms", False, "naive")
-    row("E", "publish-to-receipt p50, at our own half rate", "E own p50", "ms", False, note=own_note)
-    row("E", "publish-to-receipt p99, at our own half rate", "E own p99", "ms", False)
-    row("F", "RSS of one worker (threads x 64) after A", "F after A, one process", "MB", False, "naive", bound=150)
-    row("F", "RSS of both worker processes after A", "F after A", "MB", False, "naive", note="naive: main + 2 children")
-    row("F", "RSS 10,000 failed deliveries waiting to retry add to one worker", "F retries", "MB", False, bound=100)
-    row("F", "Redis memory those retries take", "F retries in Redis", "MB", False)
-    one = results.median("G 1", "ours")
-    for processes in (1, 2, 4, 8):
-        cores = results.median(f"G {processes} cores", "ours")
-        rate = results.median(f"G {processes}", "ours")
-        note = f"{cores:.2f} cores busy in workers" if cores is not None else ""
-        if one and rate and processes > 1:
-            note += f"; {rate / one:.2f}x one process"
-        row(
-            "G",
-            f"scenario B, {processes} worker process{'es' if processes > 1 else ''}",
-            f"G {processes}",
-            "deliveries/s",
-            True,
-            note=note,
-        )
-    return iter(made)
-
-
-BASELINES = {"naive": "naive Celery sender", "raw": "raw keep-alive client"}

@@ -1,0 +1,132 @@
+"""The benchmark's table: which measured values make which row, beside which baseline, against which target."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from bench.report import PUBLISHED_BATCH, PUBLISHED_ONE, Row
+from bench.scenarios import RAW_THREADS_SLOW, Results
+
+#: Baselines by the sender key their values are stored under, as the table names them.
+BASELINES = {
+    "naive": "naive Celery sender, its queue filled in one push",
+    "naive delay": "naive Celery sender, `delay()` per event",
+    "raw": "raw keep-alive client",
+}
+
+
+def rows(results: Results) -> Iterator[Row]:
+    """The table, from what was measured; a measure that did not run has no row."""
+
+    def row(
+        scenario: str,
+        measure: str,
+        key: str,
+        unit: str,
+        higher: bool,
+        published: str,
+        baseline: str = "",
+        label: str = "",
+        **extra: Any,
+    ) -> None:
+        ours = results.stat(key, "ours")
+        if ours is not None:
+            theirs = results.stat(key, baseline) if baseline else None
+            shown = label or BASELINES.get(baseline, "")
+            made.append(Row(scenario, measure, unit, ours, higher, published, shown, theirs, **extra))
+
+    made: list[Row] = []
+    batch, one = PUBLISHED_BATCH, PUBLISHED_ONE
+    receiver_cpu = results.median("A receiver CPU", "ours")
+    note_a = f"receiver used {receiver_cpu:.0f} % of a core" if receiver_cpu is not None else ""
+    row("A", "loopback, 5,000 deliveries", "A", "deliveries/s", True, batch, "naive", target=2.0, note=note_a)
+    row("A", "loopback, 5,000 deliveries", "A", "deliveries/s", True, batch, "raw", target=0.55)
+    row(
+        "A",
+        "loopback, 2,000 deliveries",
+        "A one at a time",
+        "deliveries/s",
+        True,
+        one,
+        "naive delay",
+        target=2.0,
+        note="ours: events wait in the inbox for one fan-out task",
+    )
+    row("B", "receiver answers in 100 ms", "B 100 ms", "deliveries/s", True, batch, "naive", target=15.0)
+    row(
+        "B",
+        "receiver answers in 100 ms",
+        "B 100 ms",
+        "deliveries/s",
+        True,
+        batch,
+        "raw",
+        note=f"raw: {RAW_THREADS_SLOW} threads per process",
+    )
+    row("B", "receiver answers in 1 s", "B 1 s", "deliveries/s", True, batch, "naive")
+    delay = "naive `delay()`"
+    row("C", "publish_event() p50", "C p50", "ms", False, one, "naive", label=delay, target=2.0)
+    row("C", "publish_event() p99", "C p99", "ms", False, one, "naive", label=delay)
+    row("C", "publish_event() calls per second, one process", "C rate", "events/s", True, one, "naive", label=delay)
+    row("C", "publish_events() batch of 10,000", "C batch", "events/s", True, batch, bound=10_000)
+    row(
+        "D",
+        "fan-out of one event to 1,000 endpoints",
+        "D",
+        "s",
+        False,
+        one,
+        "naive",
+        label="1,000 `apply_async`",
+        target=8.0,
+    )
+    rate, own_rate = results.median("E rate", "naive delay"), results.median("E own rate", "ours")
+    e_note = f"both at {rate:,.0f} events/s, half the naive sender's A rate" if rate is not None else ""
+    own_note = f"{own_rate:,.0f} events/s, half our one-at-a-time A rate" if own_rate is not None else ""
+    row("E", "publish-to-receipt p50", "E p50", "ms", False, one, "naive delay", note=e_note)
+    row("E", "publish-to-receipt p99", "E p99", "ms", False, one, "naive delay")
+    row("E", "publish-to-receipt p50, at our own half rate", "E own p50", "ms", False, one, note=own_note)
+    row("E", "publish-to-receipt p99, at our own half rate", "E own p99", "ms", False, one)
+    row(
+        "F",
+        "RSS of one worker (threads x 64) after A",
+        "F after A, one process",
+        "MB",
+        False,
+        batch,
+        "naive",
+        label="naive Celery sender",
+        bound=150,
+    )
+    row(
+        "F",
+        "RSS of both worker processes after A",
+        "F after A",
+        "MB",
+        False,
+        batch,
+        "naive",
+        label="naive Celery sender",
+        note="naive: main + 2 children",
+    )
+    row(
+        "F",
+        "RSS 10,000 failed deliveries waiting to retry add to one worker",
+        "F retries",
+        "MB",
+        False,
+        batch,
+        bound=100,
+    )
+    row("F", "Redis memory those retries take", "F retries in Redis", "MB", False, batch)
+    one_process = results.median("G 1", "ours")
+    for processes in (1, 2, 4, 8):
+        cores = results.median(f"G {processes} cores", "ours")
+        rate = results.median(f"G {processes}", "ours")
+        note = f"{cores:.2f} cores busy in workers" if cores is not None else ""
+        if one_process and rate and processes > 1:
+            note += f"; {rate / one_process:.2f}x one process"
+        workers = f"{processes} worker process{'es' if processes > 1 else ''}"
+        row("G", f"scenario B, {workers}", f"G {processes}", "deliveries/s", True, batch, note=note)
+    return iter(made)
