@@ -16,7 +16,7 @@ from pathlib import Path
 from bench.harness import BenchError, harness
 from bench.report import Report
 from bench.scenarios import Plan, run
-from bench.senders import use_ours_in_this_process
+from bench.senders import conditions, use_ours_in_this_process
 from bench.table import rows
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results"
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         except BenchError as exc:
             print(f"Error: {exc}", file=sys.stderr)
             return 1
-    report = Report(list(rows(results)), command=command.strip())
+    report = Report(list(rows(results)), command=command.strip(), conditions=conditions())
     table, document = report.write(args.output)
     print(report.markdown())
     progress(f"wrote {table} and {document}")

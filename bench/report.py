@@ -93,11 +93,14 @@ class Row:
 class Report:
     rows: list[Row] = field(default_factory=list)
     command: str = "python -m bench"
+    #: How our workers ran, where it differs from what a reader would assume (one sentence each).
+    conditions: list[str] = field(default_factory=list)
     started_at: str = field(default_factory=lambda: datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"))
 
     def markdown(self) -> str:
         lines = [
             f"Measured {self.started_at} with `{self.command}` on {machine()}.",
+            *self.conditions,
             "Medians of the repetitions (min-max in parentheses); ratios compare medians, above 1 when ours is better.",
             "",
             "| | measure | published | ours | baseline | baseline's | ratio | target | note |",
@@ -115,7 +118,13 @@ class Report:
         table, document = directory / "results.md", directory / "results.json"
         table.write_text(self.markdown(), encoding="utf-8")
         rows = [{**asdict(row), "ratio": row.ratio, "met": row.met} for row in self.rows]
-        payload = {"started_at": self.started_at, "command": self.command, "machine": machine(), "rows": rows}
+        payload = {
+            "started_at": self.started_at,
+            "command": self.command,
+            "machine": machine(),
+            "conditions": self.conditions,
+            "rows": rows,
+        }
         document.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
         return table, document
 

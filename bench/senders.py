@@ -16,18 +16,28 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import cache
 from typing import Any
 
 from bench.events import EVENT_NAME, bodies, event_kwargs
 from bench.harness import BIN, SECRET, Harness, Process, wait_until
+from webhooks.errors import ConfigurationError
+from webhooks.log import FannedOut, open_delivery_log
 from webhooks.queue import TaskCall, queue_for
 from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE
 from webhooks.queue.redis import KEY_WAITING
 from webhooks.registry.base import Endpoint
 from webhooks.registry.redis import RedisRegistry
-from webhooks.settings import load_settings, use_settings
+from webhooks.settings import get_settings, load_settings, use_settings
 
 OURS_DB, STORE_DB, NAIVE_DB = 0, 1, 2
+#: WEBHOOKS_ALLOW_PRIVATE_NETWORKS as production runs it, but for the receiver's network: every delivery's
+#: host is resolved and its address checked, and loopback alone is allowed.
+GUARD_ALLOWING_LOOPBACK = "127.0.0.0/8"
+#: ... and with the guard off, where the settings take only true or false.
+GUARD_OFF = "true"
+#: Endpoints the records that fill the delivery log to its cap are spread over (they receive nothing).
+FILLER_ENDPOINTS = 50
 #: Seconds a worker may take to print "ready.".
 START_TIMEOUT_SECONDS = 60
 
@@ -42,10 +52,38 @@ def ours_settings(harness: Harness, **overrides: str) -> dict[str, str]:
         "BROKER_URL": redis_url(harness, OURS_DB),
         "REDIS_URL": redis_url(harness, STORE_DB),
         "REGISTRY": "redis",
-        "ALLOW_PRIVATE_NETWORKS": "127.0.0.0/8",  # the receiver is on loopback; the SSRF guard still runs
+        "ALLOW_PRIVATE_NETWORKS": guard_setting(),
         **overrides,
     }
     return {f"WEBHOOKS_{name}": value for name, value in settings.items()}
+
+
+@cache
+def guard_setting() -> str:
+    """WEBHOOKS_ALLOW_PRIVATE_NETWORKS for our workers: the guard on, allowing only the receiver's loopback,
+    where the settings take a list of networks; else the guard off (the receiver is on loopback)."""
+    try:
+        load_settings(allow_private_networks=GUARD_ALLOWING_LOOPBACK)
+    except ConfigurationError:
+        return GUARD_OFF
+    return GUARD_ALLOWING_LOOPBACK
+
+
+def conditions() -> list[str]:
+    """How our workers ran, for the table's heading: the SSRF guard, the delivery log."""
+    if guard_setting() == GUARD_OFF:
+        guard = (
+            f"The SSRF guard was off in our workers (`WEBHOOKS_ALLOW_PRIVATE_NETWORKS={GUARD_OFF}`): "
+            "these settings take no list of networks to allow the loopback receiver alone."
+        )
+    else:
+        guard = (
+            f"The SSRF guard was on in our workers (`WEBHOOKS_ALLOW_PRIVATE_NETWORKS={GUARD_ALLOWING_LOOPBACK}`): "
+            "every delivery's host resolved and its address checked."
+        )
+    cap = get_settings().delivery_log_max_records
+    log = f"The delivery log was at its cap of {cap:,} deliveries before each run, so it trimmed as in production."
+    return [guard, log]
 
 
 def use_ours_in_this_process(harness: Harness) -> None:
@@ -114,14 +152,25 @@ def naive_app(harness: Harness) -> Any:
 
 
 def register(harness: Harness, urls: list[str]) -> list[str]:
-    """Replace our registry's endpoints with one per URL, all subscribed to the benchmark's event."""
+    """Replace our registry's endpoints with one per URL, all subscribed to the benchmark's event, and fill
+    the delivery log to its cap, so that every run's records trim it as a production log's do."""
     client = harness.redis(STORE_DB)
-    client.flushdb()  # the registry and the delivery log start empty
+    client.flushdb()
     registry = RedisRegistry(client)
     ids = [f"bench{n}" for n in range(len(urls))]
     for endpoint_id, url in zip(ids, urls, strict=True):
         registry.save(Endpoint(id=endpoint_id, url=url, secret=SECRET, events=frozenset({EVENT_NAME})))
+    fill_delivery_log()
     return ids
+
+
+def fill_delivery_log() -> None:
+    """Fill our (empty) delivery log to its cap with pending deliveries of old events to filler endpoints."""
+    log = open_delivery_log(get_settings())
+    ((_, body),) = bodies(1)
+    fillers = [f"filler{n}" for n in range(FILLER_ENDPOINTS)]
+    events = -(-log.max_records // FILLER_ENDPOINTS)
+    log.enqueued([FannedOut(f"filler-event-{n}", EVENT_NAME, body, fillers) for n in range(events)])
 
 
 def publish_batch(count: int) -> list[str]:
