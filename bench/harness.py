@@ -188,14 +188,15 @@ class Harness:
         requests.post(self.receiver_url("/_reset"), timeout=5).raise_for_status()
 
     def wait_for_arrivals(self, count: int, *, timeout: float, what: str) -> dict[str, Any]:
-        """Wait until the receiver has ``count`` requests; fail if a process failed or a signature was wrong."""
+        """Wait until the receiver has ``count`` distinct deliveries; fail if a process failed or a signature was
+        wrong."""
 
         def arrived() -> dict[str, Any] | None:
             for process in self.processes:
                 if process.popen.poll() not in (None, 0):
                     raise BenchError(f"{process.name} exited:\n{process.output()[-3000:]}")
             stats = self.receiver_stats()
-            return stats if stats["count"] >= count else None
+            return stats if stats["distinct"] >= count else None
 
         stats = wait_until(arrived, timeout=timeout, what=what, interval=0.05)
         if stats["bad_signatures"]:

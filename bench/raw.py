@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import threading
+import time
 
 import requests
 
@@ -35,7 +36,7 @@ def main() -> None:
         threading.Thread(target=post_all, args=(args.url, args.secret, payloads[n :: args.threads]))
         for n in range(args.threads)
     ]
-    print("ready", flush=True)  # the bodies are built: what follows is only sending
+    print(f"started {time.time()}", flush=True)  # the bodies are built: what follows is only sending
     for thread in threads:
         thread.start()
     for thread in threads:

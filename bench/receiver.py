@@ -4,8 +4,9 @@ A receiver that is slower than the sender would measure itself, so this one is a
 keep-alive loop (about a tenth of the cost of ``http.server`` per request) that still checks every
 request's signature, so a throughput figure only counts deliveries a real receiver would accept.
 The path says how to answer: ``/<delay_ms>/<status>/<label>``, e.g. ``/100/200/ours`` answers 200
-after 100 ms. The harness reads ``GET /_stats`` (counts, first and last arrival, CPU seconds, and
-with ``?arrivals=1`` the arrival time of each event id) and clears it with ``POST /_reset``.
+after 100 ms. The harness reads ``GET /_stats`` (requests, distinct deliveries and duplicates, the last
+new delivery's arrival, CPU seconds, and with ``?arrivals=1`` the first arrival of each delivery) and
+clears it with ``POST /_reset``.
 
 Run: ``python -m bench.receiver --port 8123 --secret whsec_...``.
 """
@@ -27,28 +28,35 @@ ID_PREFIX = b'"id":"'
 
 @dataclass
 class Stats:
-    """What arrived since the last reset."""
+    """What arrived since the last reset.
+
+    A delivery is an (event id, endpoint) pair, the endpoint being the request's path; a delivery that
+    arrives again (a task run twice) counts in ``count`` and ``duplicates``, not in ``distinct``.
+    """
 
     count: int = 0
     bad_signatures: int = 0
-    first: float | None = None
+    #: Arrival time of the latest delivery that had not arrived before.
     last: float | None = None
-    #: (arrival time, event id) of every POST, in arrival order.
-    arrivals: list[tuple[float, str]] = field(default_factory=list)
+    seen: set[tuple[str, str]] = field(default_factory=set)
+    #: (arrival time, event id, endpoint) of every delivery's first arrival, in arrival order.
+    arrivals: list[tuple[float, str, str]] = field(default_factory=list)
 
-    def add(self, at: float, event_id: str, verified: bool) -> None:
+    def add(self, at: float, event_id: str, endpoint: str, verified: bool) -> None:
         self.count += 1
         self.bad_signatures += not verified
-        self.first = at if self.first is None else self.first
-        self.last = at
-        self.arrivals.append((at, event_id))
+        if (event_id, endpoint) not in self.seen:
+            self.seen.add((event_id, endpoint))
+            self.last = at
+            self.arrivals.append((at, event_id, endpoint))
 
     def document(self, arrivals: bool) -> dict[str, object]:
         times = os.times()
         document: dict[str, object] = {
             "count": self.count,
+            "distinct": len(self.seen),
+            "duplicates": self.count - len(self.seen),
             "bad_signatures": self.bad_signatures,
-            "first": self.first,
             "last": self.last,
             "cpu_seconds": times.user + times.system,
         }
@@ -91,7 +99,7 @@ class Receiver(asyncio.Protocol):
             self.stats[0] = Stats()
             self.answer(200, b"{}")
         else:
-            self.stats[0].add(time.time(), event_id(body), self.verified(headers, body))
+            self.stats[0].add(time.time(), event_id(body), path, self.verified(headers, body))
             delay_ms, status = (int(part) for part in path.split("/")[1:3])
             if delay_ms:
                 asyncio.get_running_loop().call_later(delay_ms / 1000, self.answer, status, b"ok")

@@ -18,9 +18,11 @@ from bench.events import bodies
 from bench.harness import Harness, Process, cpu_seconds, rss_bytes, wait_until
 from bench.report import Stat
 from bench.senders import (
+    QUEUE,
     STORE_DB,
     drop_queues,
     naive_app,
+    naive_messages,
     naive_prefill,
     naive_publisher,
     naive_worker,
@@ -29,6 +31,7 @@ from bench.senders import (
     publish_one,
     queues_empty,
     raw_clients,
+    raw_started,
     register,
 )
 from webhooks.queue.redis import KEY_WAITING
@@ -76,17 +79,27 @@ class Throughput:
     rate: float
     receiver_cpu: float
     span: float
+    #: Deliveries that arrived more than once.
+    duplicates: int
+
+    def add_to(self, results: Results, measure: str, sender: str) -> None:
+        """Record the rate as ``measure`` and the duplicates as ``measure duplicates``."""
+        results.add(measure, sender, self.rate)
+        results.add(f"{measure} duplicates", sender, self.duplicates)
 
 
 def receive(harness: Harness, count: int, start: Callable[[], object]) -> Throughput:
-    """Deliveries per second of ``count`` deliveries that ``start()`` sets off, first to last arrival."""
+    """Deliveries per second of ``count`` distinct deliveries that ``start()`` sets off, from the moment it is
+    called (the first publish) to the last new arrival, and how many arrived twice."""
     harness.reset_receiver()
     cpu_before = harness.receiver_stats()["cpu_seconds"]
+    started = time.time()
     start()
     stats = harness.wait_for_arrivals(count, timeout=RUN_TIMEOUT_SECONDS, what=f"{count} deliveries")
-    span = max(stats["last"] - stats["first"], 1e-6)
+    span = max(stats["last"] - started, 1e-6)
     wait_until(lambda: queues_empty(harness), timeout=60, what="every task to be acknowledged")
-    return Throughput((stats["count"] - 1) / span, (stats["cpu_seconds"] - cpu_before) / span, span)
+    duplicates = harness.receiver_stats()["duplicates"]
+    return Throughput(stats["distinct"] / span, (stats["cpu_seconds"] - cpu_before) / span, span, duplicates)
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -141,11 +154,11 @@ def ours_phase(harness: Harness, plan: Plan, results: Results) -> None:
             for _ in range(plan.repeat):
                 count = plan.n(5000)
                 result = receive(harness, count, lambda count=count: publish_batch(count))
-                results.add("A", "ours", result.rate)
+                result.add_to(results, "A", "ours")
                 results.add("A receiver CPU", "ours", result.receiver_cpu * 100)
                 count = plan.n(2000)
                 result = receive(harness, count, lambda count=count: [publish_one() for _ in range(count)])
-                results.add("A one at a time", "ours", result.rate)
+                result.add_to(results, "A one at a time", "ours")
             results.add("F after A", "ours", sum(rss_bytes(w.popen.pid) for w in workers) / MB)
             results.add("F after A, one process", "ours", max(rss_bytes(w.popen.pid) for w in workers) / MB)
         if "B" in plan.only:
@@ -182,8 +195,9 @@ def slow_receivers(harness: Harness, plan: Plan, results: Results, sender: str) 
             if sender == "ours":
                 result = receive(harness, count, lambda count=count: publish_batch(count))
             else:
-                result = receive(harness, count, lambda url=url, count=count: naive_prefill(harness, url, count))
-            results.add(measure, sender, result.rate)
+                messages = naive_messages(harness, url, count)
+                result = receive(harness, count, lambda messages=messages: naive_prefill(harness, messages))
+            result.add_to(results, measure, sender)
 
 
 def ours_fanout(harness: Harness, plan: Plan, results: Results, workers: list[Process]) -> None:
@@ -191,7 +205,7 @@ def ours_fanout(harness: Harness, plan: Plan, results: Results, workers: list[Pr
 
     The ``fanout`` line is written right after the one push of all 1,000 deliveries.
     """
-    register(harness, [harness.endpoint_url("fanout")] * 1000)
+    register(harness, [harness.endpoint_url(f"fanout{n}") for n in range(1000)])
     for _ in range(plan.repeat):
         harness.reset_receiver()
         published_at = time.time()
@@ -238,7 +252,7 @@ def latency(
             at = time.time()
             published[publish(event_id, body)] = at
         harness.wait_for_arrivals(count, timeout=RUN_TIMEOUT_SECONDS, what=f"{count} deliveries")
-        arrivals = {event_id: at for at, event_id in harness.receiver_stats(arrivals=True)["arrivals"]}
+        arrivals = {event_id: at for at, event_id, _ in harness.receiver_stats(arrivals=True)["arrivals"]}
         latencies = [(arrivals[event_id] - at) * 1000 for event_id, at in published.items()]
         results.add(f"{measure} p50", sender, percentile(latencies, 0.5))
         results.add(f"{measure} p99", sender, percentile(latencies, 0.99))
@@ -255,12 +269,12 @@ def naive_phase(harness: Harness, plan: Plan, results: Results) -> None:
         delay = naive_publisher(harness, url)
         if plan.only & set("AE"):
             for _ in range(plan.repeat):
-                count = plan.n(5000)
-                result = receive(harness, count, lambda count=count: naive_prefill(harness, url, count))
-                results.add("A", "naive", result.rate)
+                messages = naive_messages(harness, url, plan.n(5000))
+                result = receive(harness, len(messages), lambda messages=messages: naive_prefill(harness, messages))
+                result.add_to(results, "A", "naive")
                 payloads = [body for _, body in bodies(plan.n(2000))]  # ready, as publish_one's records are
                 result = receive(harness, len(payloads), lambda payloads=payloads: [delay(body) for body in payloads])
-                results.add("A one at a time", "naive delay", result.rate)
+                result.add_to(results, "A one at a time", "naive delay")
             results.add("F after A", "naive", rss_bytes(worker.popen.pid) / MB)
             results.add("F after A, one process", "naive", rss_bytes(worker.popen.pid) / MB)
         if "B" in plan.only:
@@ -278,9 +292,11 @@ def raw_phase(harness: Harness, plan: Plan, results: Results) -> None:
         for _ in range(plan.repeat):
             count = plan.n(5000)
             harness.reset_receiver()
-            with raw_clients(harness, url, count, threads):
+            with raw_clients(harness, url, count, threads) as clients:
                 stats = harness.wait_for_arrivals(count, timeout=RUN_TIMEOUT_SECONDS, what=f"{count} raw posts")
-            results.add(measure, "raw", (stats["count"] - 1) / (stats["last"] - stats["first"]))
+            started = min(raw_started(client) for client in clients)
+            results.add(measure, "raw", stats["distinct"] / (stats["last"] - started))
+            results.add(f"{measure} duplicates", "raw", stats["duplicates"])
 
 
 # Memory with 10,000 deliveries waiting for their retry.
@@ -310,7 +326,7 @@ def waiting_retries(harness: Harness, plan: Plan, results: Results) -> None:
 
 def retries_waiting(harness: Harness) -> int:
     client = harness.redis()
-    idle = client.llen("celery") == 0 and client.hlen("unacked") == 0
+    idle = client.llen(QUEUE) == 0 and client.hlen("unacked") == 0
     return int(client.zcard(KEY_WAITING)) if idle else 0
 
 
@@ -327,7 +343,7 @@ def scale_out(harness: Harness, plan: Plan, results: Results) -> None:
                 cpu_before = sum(cpu_seconds(w.popen.pid) for w in workers)
                 result = receive(harness, count, lambda count=count: publish_batch(count))
                 busy = (sum(cpu_seconds(w.popen.pid) for w in workers) - cpu_before) / result.span
-                results.add(f"G {processes}", "ours", result.rate)
+                result.add_to(results, f"G {processes}", "ours")
                 results.add(f"G {processes} cores", "ours", busy)
 
 

@@ -7,30 +7,35 @@
 - raw: ``bench/raw.py``, keep-alive ``requests.Session`` clients in two processes, no queue at all.
 
 Each has its own Redis database, so one's queue never reaches another's workers: the broker in db 0
-(ours), our registry and delivery log in db 1, the naive sender's broker in db 2.
+(ours), our registry and delivery log in db 1, the naive sender's broker in db 2; db 3 is where
+Celery's own messages are built for pushing elsewhere (``celery_messages``).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
+from celery import Celery
+
 from bench.events import EVENT_NAME, bodies, event_kwargs
-from bench.harness import BIN, SECRET, Harness, Process, wait_until
+from bench.harness import BIN, SECRET, BenchError, Harness, Process, wait_until
 from webhooks.errors import ConfigurationError
 from webhooks.log import FannedOut, open_delivery_log
-from webhooks.queue import TaskCall, queue_for
 from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE
 from webhooks.queue.redis import KEY_WAITING
 from webhooks.registry.base import Endpoint
 from webhooks.registry.redis import RedisRegistry
 from webhooks.settings import get_settings, load_settings, use_settings
 
-OURS_DB, STORE_DB, NAIVE_DB = 0, 1, 2
+OURS_DB, STORE_DB, NAIVE_DB, SCRATCH_DB = 0, 1, 2, 3
+#: The Celery queue every sender uses, Celery's default (a Redis list of that name).
+QUEUE = "celery"
 #: WEBHOOKS_ALLOW_PRIVATE_NETWORKS as production runs it, but for the receiver's network: every delivery's
 #: host is resolved and its address checked, and loopback alone is allowed.
 GUARD_ALLOWING_LOOPBACK = "127.0.0.0/8"
@@ -193,12 +198,28 @@ def publish_one() -> str:
 ONE_EVENT = event_kwargs()
 
 
-def naive_prefill(harness: Harness, url: str, count: int) -> list[str]:
-    """Put ``count`` naive deliveries on its queue in one push: its workers' throughput, not its publisher's."""
-    payloads = bodies(count)
-    calls = [TaskCall("naive.deliver", (url, SECRET, body), repr(event_id)) for event_id, body in payloads]
-    queue_for(naive_app(harness)).enqueue(calls)
-    return [event_id for event_id, _ in payloads]
+def naive_messages(harness: Harness, url: str, count: int) -> list[bytes]:
+    """``count`` naive deliveries to ``url`` as Celery's own task messages, for ``naive_prefill``."""
+    return celery_messages(harness, [("naive.deliver", (url, SECRET, body)) for _, body in bodies(count)])
+
+
+def naive_prefill(harness: Harness, messages: list[bytes]) -> None:
+    """Put the naive sender's task messages on its queue in one push: its workers' throughput, not its publisher's."""
+    harness.redis(NAIVE_DB).lpush(QUEUE, *messages)
+
+
+def celery_messages(harness: Harness, calls: list[tuple[str, tuple[Any, ...]]]) -> list[bytes]:
+    """The messages Celery itself puts on a Redis queue for ``calls`` (task name, arguments), oldest first:
+    sent with ``send_task`` to a database that no worker reads, and taken back from it."""
+    app = Celery("scratch", broker=redis_url(harness, SCRATCH_DB))
+    with app.producer_or_acquire() as producer:
+        for name, args in calls:
+            app.send_task(name, args, producer=producer)
+    client = harness.redis(SCRATCH_DB)
+    messages: list[bytes] = client.lrange(QUEUE, 0, -1)
+    client.delete(QUEUE)
+    app.close()
+    return messages[::-1]  # LPUSH one by one, so the list holds the newest first
 
 
 def naive_publisher(harness: Harness, url: str) -> Callable[[str], object]:
@@ -227,16 +248,24 @@ def raw_clients(harness: Harness, url: str, count: int, threads: int) -> Iterato
             harness.stop(client)
 
 
+def raw_started(client: Process) -> float:
+    """When a raw client began to send (Unix seconds), as it printed."""
+    match = re.search(r"^started (\S+)$", client.output(), re.MULTILINE)
+    if match is None:
+        raise BenchError(f"{client.name} did not say when it started:\n{client.output()[-3000:]}")
+    return float(match.group(1))
+
+
 def queues_empty(harness: Harness) -> bool:
     """Nothing queued or unacknowledged for ours or the naive sender, no retry waiting, no event in the inbox."""
     client, naive = harness.redis(OURS_DB), harness.redis(NAIVE_DB)
     return not any(
-        [client.llen("celery"), client.hlen("unacked"), client.zcard(KEY_WAITING), client.llen(KEY_INBOX)]
-        + [naive.llen("celery"), naive.hlen("unacked")]
+        [client.llen(QUEUE), client.hlen("unacked"), client.zcard(KEY_WAITING), client.llen(KEY_INBOX)]
+        + [naive.llen(QUEUE), naive.hlen("unacked")]
     )
 
 
 def drop_queues(harness: Harness) -> None:
     """Throw away what a publish-only measurement queued (no worker runs then)."""
     for db in (OURS_DB, NAIVE_DB):
-        harness.redis(db).delete("celery", KEY_INBOX, KEY_LEASE)
+        harness.redis(db).delete(QUEUE, KEY_INBOX, KEY_LEASE)

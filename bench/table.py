@@ -34,7 +34,17 @@ def rows(results: Results) -> Iterator[Row]:
         if ours is not None:
             theirs = results.stat(key, baseline) if baseline else None
             shown = label or BASELINES.get(baseline, "")
-            made.append(Row(scenario, measure, unit, ours, higher, published, shown, theirs, **extra))
+            note = "; ".join(part for part in (extra.pop("note", ""), duplicates(key, baseline)) if part)
+            made.append(Row(scenario, measure, unit, ours, higher, published, shown, theirs, note=note, **extra))
+
+    def duplicates(key: str, baseline: str) -> str:
+        """How many deliveries arrived twice in all the repetitions, for a row that counted arrivals."""
+        counted = [
+            f"{sender if sender == 'ours' else sender.split()[0]} {sum(values):.0f}"
+            for sender in ("ours", baseline)
+            if (values := results.values.get((f"{key} duplicates", sender)))
+        ]
+        return "duplicates: " + ", ".join(counted) if counted else ""
 
     made: list[Row] = []
     batch, one = PUBLISHED_BATCH, PUBLISHED_ONE
