@@ -51,6 +51,12 @@ def rss_bytes(pid: int) -> int:
     return sum(_statm_rss(p) for p in [pid, *descendants(pid)])
 
 
+def pss_bytes(pid: int) -> int:
+    """Proportional set size of ``pid`` and all its descendants: each shared page split among its sharers,
+    so processes forked from one parent (prefork) are not counted once per child as in RSS."""
+    return sum(_rollup_pss(p) for p in [pid, *descendants(pid)])
+
+
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU time of ``pid`` so far (its children's only once they have exited)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -79,6 +85,14 @@ def _statm_rss(pid: int) -> int:
         return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE_SIZE
     except (OSError, IndexError):
         return 0
+
+
+def _rollup_pss(pid: int) -> int:
+    try:
+        lines = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
+    except OSError:
+        return 0
+    return next((int(line.split()[1]) * 1024 for line in lines if line.startswith("Pss:")), 0)
 
 
 @dataclass

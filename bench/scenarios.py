@@ -10,16 +10,18 @@ import re
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from bench.events import bodies
-from bench.harness import Harness, Process, cpu_seconds, rss_bytes, wait_until
+from bench.harness import Harness, Process, cpu_seconds, pss_bytes, rss_bytes, wait_until
 from bench.report import Stat
 from bench.senders import (
     QUEUE,
+    SCRATCH_DB,
     STORE_DB,
+    celery_messages,
     drop_queues,
     naive_app,
     naive_messages,
@@ -39,8 +41,11 @@ from webhooks.queue.redis import KEY_WAITING
 MB = 1024 * 1024
 #: Seconds to wait for the deliveries of one run before declaring the run broken.
 RUN_TIMEOUT_SECONDS = 600
-#: Threads of each raw client on slow receivers, as many as one of our worker processes has.
+#: Threads of each raw client process the search for its peak starts from on slow receivers: as many as one of
+#: our worker processes has (on A it starts from one).
 RAW_THREADS_SLOW = 64
+#: Most threads per raw client process that search tries.
+RAW_THREADS_MOST = 1024
 FANOUT_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}):[^\]]*\] fanout event=(\S+)", re.MULTILINE)
 
 
@@ -107,10 +112,24 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
-# No workers running: publishing (C) and the naive fan-out loop (D).
+def timed(publish: Callable[[str], object], payloads: Sequence[str], latencies: list[float]) -> None:
+    """Call ``publish`` on each payload, appending the milliseconds each call took to ``latencies``."""
+    for body in payloads:
+        started = time.perf_counter()
+        publish(body)
+        latencies.append((time.perf_counter() - started) * 1000)
+
+
+def add_percentiles(results: Results, measure: str, sender: str, latencies: list[float]) -> None:
+    results.add(f"{measure} p50", sender, percentile(latencies, 0.5))
+    results.add(f"{measure} p99", sender, percentile(latencies, 0.99))
+
+
+# No workers running: publishing (C) and the fan-out loops (D).
 
 
 def publish_costs(harness: Harness, plan: Plan, results: Results) -> None:
+    """C with no worker running: our inbox is empty for the first publish only."""
     calls = plan.n(2000)
     naive_delay = naive_publisher(harness, harness.endpoint_url("naive"))
     payloads = [body for _, body in bodies(calls)]
@@ -118,30 +137,55 @@ def publish_costs(harness: Harness, plan: Plan, results: Results) -> None:
         for sender, publish in (("ours", lambda _: publish_one()), ("naive", naive_delay)):
             for body in payloads[:50]:  # connections and caches warm
                 publish(body)
-            latencies = []
-            for body in payloads:
-                started = time.perf_counter()
-                publish(body)
-                latencies.append(time.perf_counter() - started)
-            results.add("C p50", sender, percentile(latencies, 0.5) * 1000)
-            results.add("C p99", sender, percentile(latencies, 0.99) * 1000)
-            results.add("C rate", sender, len(latencies) / sum(latencies))
+            latencies: list[float] = []
+            timed(publish, payloads, latencies)
+            add_percentiles(results, "C", sender, latencies)
+            results.add("C rate", sender, len(latencies) / sum(latencies) * 1000)
         started = time.perf_counter()
         publish_batch(plan.n(10_000))
         results.add("C batch", "ours", plan.n(10_000) / (time.perf_counter() - started))
         drop_queues(harness)
 
 
-def naive_fanout(harness: Harness, plan: Plan, results: Results) -> None:
+def idle_publishes(
+    harness: Harness, plan: Plan, results: Results, sender: str, publish: Callable[[str], object]
+) -> None:
+    """C at idle: each publish waits until the one before was delivered and every worker is idle again, so
+    ours finds the inbox empty (the publish that also schedules the fan-out)."""
+    payloads = [body for _, body in bodies(plan.n(300))]
+    harness.reset_receiver()
+    latencies: list[float] = []
+    for n, body in enumerate(payloads):
+        wait_until(
+            lambda n=n: harness.receiver_stats()["distinct"] >= n and queues_empty(harness),
+            timeout=60,
+            what=f"delivery {n} and idle workers",
+            interval=0.005,
+        )
+        timed(publish, [body], latencies)
+    add_percentiles(results, "C idle", sender, latencies)
+    wait_until(lambda: queues_empty(harness), timeout=60, what="every task to be acknowledged")
+
+
+def fanout_floors(harness: Harness, plan: Plan, results: Results) -> None:
+    """D's baselines: the naive host's loop of 1,000 ``apply_async``, and one LPUSH of the 1,000 messages
+    Celery itself would push for our 1,000 deliveries (built beforehand): what no fan-out can beat."""
     task = naive_app(harness).tasks["naive.deliver"]
     url = harness.endpoint_url("fanout")
-    ((_, body),) = bodies(1)
+    ((event_id, body),) = bodies(1)
+    calls = [("webhooks.deliver", (f"bench{n}", event_id, body), repr((f"bench{n}", event_id))) for n in range(1000)]
+    messages = celery_messages(harness, calls)
+    scratch = harness.redis(SCRATCH_DB)
     for _ in range(plan.repeat):
         started = time.perf_counter()
         for _ in range(1000):
             task.apply_async((url, "whsec_x", body))
         results.add("D", "naive", time.perf_counter() - started)
         drop_queues(harness)
+        started = time.perf_counter()
+        scratch.lpush(QUEUE, *messages)
+        results.add("D", "pipeline", time.perf_counter() - started)
+        scratch.delete(QUEUE)
 
 
 # Our workers: A, F (memory after A), B, D, E.
@@ -156,11 +200,13 @@ def ours_phase(harness: Harness, plan: Plan, results: Results) -> None:
                 result = receive(harness, count, lambda count=count: publish_batch(count))
                 result.add_to(results, "A", "ours")
                 results.add("A receiver CPU", "ours", result.receiver_cpu * 100)
-                count = plan.n(2000)
-                result = receive(harness, count, lambda count=count: [publish_one() for _ in range(count)])
-                result.add_to(results, "A one at a time", "ours")
-            results.add("F after A", "ours", sum(rss_bytes(w.popen.pid) for w in workers) / MB)
+                under_load = under_load_publishes(harness, plan, results, "ours", lambda _: publish_one())
+                under_load.add_to(results, "A one at a time", "ours")
+            results.add("F host RSS", "ours", sum(rss_bytes(w.popen.pid) for w in workers) / MB)
+            results.add("F host PSS", "ours", sum(pss_bytes(w.popen.pid) for w in workers) / MB)
             results.add("F after A, one process", "ours", max(rss_bytes(w.popen.pid) for w in workers) / MB)
+            for _ in range(plan.repeat):
+                idle_publishes(harness, plan, results, "ours", lambda _: publish_one())
         if "B" in plan.only:
             slow_receivers(harness, plan, results, "ours")
         if "D" in plan.only:
@@ -172,6 +218,18 @@ def ours_phase(harness: Harness, plan: Plan, results: Results) -> None:
                 ("E own", latency_rate(results, "ours")),
             ):
                 latency(harness, plan, results, "ours", rate, lambda event_id, body: publish_one(), measure)
+
+
+def under_load_publishes(
+    harness: Harness, plan: Plan, results: Results, sender: str, publish: Callable[[str], object]
+) -> Throughput:
+    """A one at a time: 2,000 events published one after another as fast as they go, while the workers
+    deliver them; each publish is timed too (C under load)."""
+    payloads = [body for _, body in bodies(plan.n(2000))]  # ready, as publish_one's records are
+    latencies: list[float] = []
+    result = receive(harness, len(payloads), lambda: timed(publish, payloads, latencies))
+    add_percentiles(results, "C load", sender, latencies)
+    return result
 
 
 def latency_rate(results: Results, sender: str) -> float:
@@ -272,11 +330,13 @@ def naive_phase(harness: Harness, plan: Plan, results: Results) -> None:
                 messages = naive_messages(harness, url, plan.n(5000))
                 result = receive(harness, len(messages), lambda messages=messages: naive_prefill(harness, messages))
                 result.add_to(results, "A", "naive")
-                payloads = [body for _, body in bodies(plan.n(2000))]  # ready, as publish_one's records are
-                result = receive(harness, len(payloads), lambda payloads=payloads: [delay(body) for body in payloads])
-                result.add_to(results, "A one at a time", "naive delay")
-            results.add("F after A", "naive", rss_bytes(worker.popen.pid) / MB)
+                under_load = under_load_publishes(harness, plan, results, "naive", delay)
+                under_load.add_to(results, "A one at a time", "naive delay")
+            results.add("F host RSS", "naive", rss_bytes(worker.popen.pid) / MB)
+            results.add("F host PSS", "naive", pss_bytes(worker.popen.pid) / MB)
             results.add("F after A, one process", "naive", rss_bytes(worker.popen.pid) / MB)
+            for _ in range(plan.repeat):
+                idle_publishes(harness, plan, results, "naive", delay)
         if "B" in plan.only:
             slow_receivers(harness, plan, results, "naive")
         if "E" in plan.only:
@@ -285,18 +345,41 @@ def naive_phase(harness: Harness, plan: Plan, results: Results) -> None:
 
 
 def raw_phase(harness: Harness, plan: Plan, results: Results) -> None:
-    for measure, delay_ms, threads in (("A", 0, 1), ("B 100 ms", 100, RAW_THREADS_SLOW)):
+    """The raw client on A and B, with as many threads per process as it takes to peak (found first)."""
+    for measure, delay_ms, fewest in (("A", 0, 1), ("B 100 ms", 100, RAW_THREADS_SLOW)):
         if measure[0] not in plan.only:
             continue
         url = harness.endpoint_url("raw", delay_ms)
+        count = plan.n(5000)
+        threads = peak_threads(harness, url, count, fewest)
+        results.add(f"{measure} threads", "raw", threads)
         for _ in range(plan.repeat):
-            count = plan.n(5000)
-            harness.reset_receiver()
-            with raw_clients(harness, url, count, threads) as clients:
-                stats = harness.wait_for_arrivals(count, timeout=RUN_TIMEOUT_SECONDS, what=f"{count} raw posts")
-            started = min(raw_started(client) for client in clients)
-            results.add(measure, "raw", stats["distinct"] / (stats["last"] - started))
-            results.add(f"{measure} duplicates", "raw", stats["duplicates"])
+            raw_run(harness, url, count, threads).add_to(results, measure, "raw")
+
+
+def peak_threads(harness: Harness, url: str, count: int, fewest: int) -> int:
+    """Threads per raw client process at which it sends fastest: doubled from ``fewest`` until the rate falls
+    clearly (by a tenth: one run each, on a noisy machine) below the best seen, or RAW_THREADS_MOST."""
+    best, best_rate, threads = fewest, 0.0, fewest
+    while threads <= RAW_THREADS_MOST:
+        rate = raw_run(harness, url, count, threads).rate
+        if rate > best_rate:
+            best, best_rate = threads, rate
+        elif rate < 0.9 * best_rate:
+            break
+        threads *= 2
+    return best
+
+
+def raw_run(harness: Harness, url: str, count: int, threads: int) -> Throughput:
+    """``count`` POSTs from the two raw client processes, from their first send to the last arrival."""
+    harness.reset_receiver()
+    cpu_before = harness.receiver_stats()["cpu_seconds"]
+    with raw_clients(harness, url, count, threads) as clients:
+        stats = harness.wait_for_arrivals(count, timeout=RUN_TIMEOUT_SECONDS, what=f"{count} raw posts")
+    span = max(stats["last"] - min(raw_started(client) for client in clients), 1e-6)
+    receiver_cpu = (stats["cpu_seconds"] - cpu_before) / span
+    return Throughput(stats["distinct"] / span, receiver_cpu, span, stats["duplicates"])
 
 
 # Memory with 10,000 deliveries waiting for their retry.
@@ -349,7 +432,7 @@ def scale_out(harness: Harness, plan: Plan, results: Results) -> None:
 
 PHASES: list[tuple[str, Callable[[Harness, Plan, Results], None]]] = [
     ("C", publish_costs),
-    ("D", naive_fanout),
+    ("D", fanout_floors),
     ("ABE", naive_phase),  # first: E times ours at the naive sender's rate
     ("ABDEF", ours_phase),
     ("AB", raw_phase),

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
 from typing import Any
@@ -200,7 +200,7 @@ ONE_EVENT = event_kwargs()
 
 def naive_messages(harness: Harness, url: str, count: int) -> list[bytes]:
     """``count`` naive deliveries to ``url`` as Celery's own task messages, for ``naive_prefill``."""
-    return celery_messages(harness, [("naive.deliver", (url, SECRET, body)) for _, body in bodies(count)])
+    return celery_messages(harness, [("naive.deliver", (url, SECRET, body), None) for _, body in bodies(count)])
 
 
 def naive_prefill(harness: Harness, messages: list[bytes]) -> None:
@@ -208,13 +208,13 @@ def naive_prefill(harness: Harness, messages: list[bytes]) -> None:
     harness.redis(NAIVE_DB).lpush(QUEUE, *messages)
 
 
-def celery_messages(harness: Harness, calls: list[tuple[str, tuple[Any, ...]]]) -> list[bytes]:
-    """The messages Celery itself puts on a Redis queue for ``calls`` (task name, arguments), oldest first:
-    sent with ``send_task`` to a database that no worker reads, and taken back from it."""
+def celery_messages(harness: Harness, calls: Sequence[tuple[str, tuple[Any, ...], str | None]]) -> list[bytes]:
+    """The messages Celery itself puts on a Redis queue for ``calls`` (task name, arguments, argsrepr), oldest
+    first: sent with ``send_task`` to a database that no worker reads, and taken back from it."""
     app = Celery("scratch", broker=redis_url(harness, SCRATCH_DB))
     with app.producer_or_acquire() as producer:
-        for name, args in calls:
-            app.send_task(name, args, producer=producer)
+        for name, args, argsrepr in calls:
+            app.send_task(name, args, producer=producer, argsrepr=argsrepr)
     client = harness.redis(SCRATCH_DB)
     messages: list[bytes] = client.lrange(QUEUE, 0, -1)
     client.delete(QUEUE)
@@ -257,10 +257,12 @@ def raw_started(client: Process) -> float:
 
 
 def queues_empty(harness: Harness) -> bool:
-    """Nothing queued or unacknowledged for ours or the naive sender, no retry waiting, no event in the inbox."""
+    """Nothing queued or unacknowledged for ours or the naive sender, no retry waiting, no event in the inbox
+    and no fan-out holding it."""
     client, naive = harness.redis(OURS_DB), harness.redis(NAIVE_DB)
     return not any(
         [client.llen(QUEUE), client.hlen("unacked"), client.zcard(KEY_WAITING), client.llen(KEY_INBOX)]
+        + [client.exists(KEY_LEASE)]
         + [naive.llen(QUEUE), naive.hlen("unacked")]
     )
 

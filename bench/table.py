@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from bench.report import PUBLISHED_BATCH, PUBLISHED_ONE, Row
-from bench.scenarios import RAW_THREADS_SLOW, Results
+from bench.scenarios import Results
 
 #: Baselines by the sender key their values are stored under, as the table names them.
 BASELINES = {
@@ -37,6 +37,10 @@ def rows(results: Results) -> Iterator[Row]:
             note = "; ".join(part for part in (extra.pop("note", ""), duplicates(key, baseline)) if part)
             made.append(Row(scenario, measure, unit, ours, higher, published, shown, theirs, note=note, **extra))
 
+    def raw_note(measure: str) -> str:
+        threads = results.median(f"{measure} threads", "raw")
+        return f"raw: {threads:.0f} threads per process, its peak in this run" if threads is not None else ""
+
     def duplicates(key: str, baseline: str) -> str:
         """How many deliveries arrived twice in all the repetitions, for a row that counted arrivals."""
         counted = [
@@ -51,7 +55,7 @@ def rows(results: Results) -> Iterator[Row]:
     receiver_cpu = results.median("A receiver CPU", "ours")
     note_a = f"receiver used {receiver_cpu:.0f} % of a core" if receiver_cpu is not None else ""
     row("A", "loopback, 5,000 deliveries", "A", "deliveries/s", True, batch, "naive", target=2.0, note=note_a)
-    row("A", "loopback, 5,000 deliveries", "A", "deliveries/s", True, batch, "raw", target=0.55)
+    row("A", "loopback, 5,000 deliveries", "A", "deliveries/s", True, batch, "raw", target=0.55, note=raw_note("A"))
     row(
         "A",
         "loopback, 2,000 deliveries",
@@ -64,33 +68,21 @@ def rows(results: Results) -> Iterator[Row]:
         note="ours: events wait in the inbox for one fan-out task",
     )
     row("B", "receiver answers in 100 ms", "B 100 ms", "deliveries/s", True, batch, "naive", target=15.0)
-    row(
-        "B",
-        "receiver answers in 100 ms",
-        "B 100 ms",
-        "deliveries/s",
-        True,
-        batch,
-        "raw",
-        note=f"raw: {RAW_THREADS_SLOW} threads per process",
-    )
+    row("B", "receiver answers in 100 ms", "B 100 ms", "deliveries/s", True, batch, "raw", note=raw_note("B 100 ms"))
     row("B", "receiver answers in 1 s", "B 1 s", "deliveries/s", True, batch, "naive")
     delay = "naive `delay()`"
-    row("C", "publish_event() p50", "C p50", "ms", False, one, "naive", label=delay, target=2.0)
-    row("C", "publish_event() p99", "C p99", "ms", False, one, "naive", label=delay)
+    for key, when, extra in (
+        ("C", "no worker running (the inbox empty for the first only)", {"target": 2.0}),
+        ("C idle", "at idle (each finds the inbox empty: it also schedules the fan-out)", {}),
+        ("C load", "under load (during A, one at a time)", {}),
+    ):
+        row("C", f"publish_event() p50, {when}", f"{key} p50", "ms", False, one, "naive", label=delay, **extra)
+        row("C", f"publish_event() p99, {when}", f"{key} p99", "ms", False, one, "naive", label=delay)
     row("C", "publish_event() calls per second, one process", "C rate", "events/s", True, one, "naive", label=delay)
     row("C", "publish_events() batch of 10,000", "C batch", "events/s", True, batch, bound=10_000)
-    row(
-        "D",
-        "fan-out of one event to 1,000 endpoints",
-        "D",
-        "s",
-        False,
-        one,
-        "naive",
-        label="1,000 `apply_async`",
-        target=8.0,
-    )
+    d = "fan-out of one event to 1,000 endpoints"
+    row("D", d, "D", "s", False, one, "naive", label="1,000 `apply_async`", target=8.0)
+    row("D", d, "D", "s", False, one, "pipeline", label="one LPUSH of the 1,000 messages, built beforehand")
     rate, own_rate = results.median("E rate", "naive delay"), results.median("E own rate", "ours")
     e_note = f"both at {rate:,.0f} events/s, half the naive sender's A rate" if rate is not None else ""
     own_note = f"{own_rate:,.0f} events/s, half our one-at-a-time A rate" if own_rate is not None else ""
@@ -100,26 +92,19 @@ def rows(results: Results) -> Iterator[Row]:
     row("E", "publish-to-receipt p99, at our own half rate", "E own p99", "ms", False, one)
     row(
         "F",
-        "RSS of one worker (threads x 64) after A",
+        "RSS of one worker process (threads x 64) after A",
         "F after A, one process",
         "MB",
         False,
         batch,
         "naive",
-        label="naive Celery sender",
+        label="naive Celery sender (prefork -c 2)",
         bound=150,
     )
-    row(
-        "F",
-        "RSS of both worker processes after A",
-        "F after A",
-        "MB",
-        False,
-        batch,
-        "naive",
-        label="naive Celery sender",
-        note="naive: main + 2 children",
-    )
+    host = "the worker host after A: 2 processes x 64 threads (one per core, as README deploys it)"
+    naive_host = "naive Celery sender, prefork -c 2 (main + 2 children)"
+    row("F", f"RSS of {host}", "F host RSS", "MB", False, batch, "naive", label=naive_host)
+    row("F", f"PSS of {host}", "F host PSS", "MB", False, batch, "naive", label=naive_host)
     row(
         "F",
         "RSS 10,000 failed deliveries waiting to retry add to one worker",
