@@ -46,6 +46,8 @@ RUN_TIMEOUT_SECONDS = 600
 RAW_THREADS_SLOW = 64
 #: Most threads per raw client process that search tries.
 RAW_THREADS_MOST = 1024
+#: A line of bench/probe.py (Celery logs what a worker prints, so it follows a log prefix).
+PROBE_LINE = re.compile(r"\bprobe (fanout|deliver) (\S+) (.+)$", re.MULTILINE)
 FANOUT_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}):[^\]]*\] fanout event=(\S+)", re.MULTILINE)
 
 
@@ -297,25 +299,73 @@ def latency(
 
     ``publish(event_id, body)`` returns the id of the event the receiver will see.
     """
+    for _ in range(plan.repeat):
+        published, arrivals = paced(harness, plan, rate, publish)
+        latencies = [(arrivals[event_id] - at) * 1000 for event_id, at in published.items()]
+        add_percentiles(results, measure, sender, latencies)
+        results.add(f"{measure} rate", sender, rate)
+
+
+def paced(
+    harness: Harness, plan: Plan, rate: float, publish: Callable[[str, str], str]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Publish at ``rate`` for about 10 s; return when each event was published and when it arrived."""
     count = plan.n(round(rate * 10))
     payloads = bodies(count)
-    for _ in range(plan.repeat):
-        harness.reset_receiver()
-        published: dict[str, float] = {}
-        started = time.monotonic()
-        for n, (event_id, body) in enumerate(payloads):
-            pause = started + n / rate - time.monotonic()
-            if pause > 0:
-                time.sleep(pause)  # pacing the publisher, not waiting for a result
-            at = time.time()
-            published[publish(event_id, body)] = at
-        harness.wait_for_arrivals(count, timeout=RUN_TIMEOUT_SECONDS, what=f"{count} deliveries")
-        arrivals = {event_id: at for at, event_id, _ in harness.receiver_stats(arrivals=True)["arrivals"]}
-        latencies = [(arrivals[event_id] - at) * 1000 for event_id, at in published.items()]
-        results.add(f"{measure} p50", sender, percentile(latencies, 0.5))
-        results.add(f"{measure} p99", sender, percentile(latencies, 0.99))
-        results.add(f"{measure} rate", sender, rate)
-        wait_until(lambda: queues_empty(harness), timeout=60, what="every task to be acknowledged")
+    harness.reset_receiver()
+    published: dict[str, float] = {}
+    started = time.monotonic()
+    for n, (event_id, body) in enumerate(payloads):
+        pause = started + n / rate - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)  # pacing the publisher, not waiting for a result
+        at = time.time()
+        published[publish(event_id, body)] = at
+    harness.wait_for_arrivals(count, timeout=RUN_TIMEOUT_SECONDS, what=f"{count} deliveries")
+    arrivals = {event_id: at for at, event_id, _ in harness.receiver_stats(arrivals=True)["arrivals"]}
+    wait_until(lambda: queues_empty(harness), timeout=60, what="every task to be acknowledged")
+    return published, arrivals
+
+
+def hops(harness: Harness, plan: Plan, results: Results) -> None:
+    """E's split, at E's rate, on workers that say when each task starts (``bench/probe.py``): ours from
+    publish to its fan-out task's start (the inbox), to its delivery task's start (the second hop), to
+    receipt; the naive sender's from publish to its one task's start, to receipt. Medians of each part."""
+    rate = latency_rate(results, "naive delay")
+    with ours_workers(harness, app="bench.probe") as workers:
+        register(harness, [harness.endpoint_url("ours")])
+        for _ in range(plan.repeat):
+            published, arrivals = paced(harness, plan, rate, lambda event_id, body: publish_one())
+            fanouts, deliveries = probed(workers)
+            split(results, "ours", published, deliveries, arrivals)
+            inbox = [(fanouts[event] - at) * 1000 for event, at in published.items()]
+            second = [(deliveries[event] - fanouts[event]) * 1000 for event in published]
+            results.add("E inbox", "ours", statistics.median(inbox))
+            results.add("E second hop", "ours", statistics.median(second))
+    with naive_worker(harness, app="bench.probe:naive") as worker:
+        delay = naive_publisher(harness, harness.endpoint_url("naive"))
+        for _ in range(plan.repeat):
+            published, arrivals = paced(harness, plan, rate, lambda event_id, body: (delay(body), event_id)[1])
+            split(results, "naive delay", published, probed([worker])[1], arrivals)
+
+
+def split(
+    results: Results, sender: str, published: dict[str, float], started: dict[str, float], arrivals: dict[str, float]
+) -> None:
+    """Median milliseconds from publish to the start of the task that posts, and from that start to receipt."""
+    results.add("E to task", sender, statistics.median((started[e] - at) * 1000 for e, at in published.items()))
+    results.add("E task to receipt", sender, statistics.median((arrivals[e] - started[e]) * 1000 for e in published))
+
+
+def probed(workers: list[Process]) -> tuple[dict[str, float], dict[str, float]]:
+    """When each event's fan-out task started, and when the task that posted it started, as the workers printed."""
+    fanouts: dict[str, float] = {}
+    deliveries: dict[str, float] = {}
+    for worker in workers:
+        for kind, at, events in PROBE_LINE.findall(worker.output()):
+            for event in events.split():  # the first task that carried it (a duplicate's runs later)
+                (fanouts if kind == "fanout" else deliveries).setdefault(event, float(at))
+    return fanouts, deliveries
 
 
 # The naive sender and the raw client on A, B (and E for the naive sender).
@@ -436,6 +486,7 @@ PHASES: list[tuple[str, Callable[[Harness, Plan, Results], None]]] = [
     ("ABE", naive_phase),  # first: E times ours at the naive sender's rate
     ("ABDEF", ours_phase),
     ("AB", raw_phase),
+    ("E", hops),
     ("F", waiting_retries),
     ("G", scale_out),
 ]

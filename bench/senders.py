@@ -114,13 +114,16 @@ def start_worker(harness: Harness, name: str, argv: list[str], env: dict[str, st
 
 
 @contextmanager
-def ours_workers(harness: Harness, processes: int = 2, **settings: str) -> Iterator[list[Process]]:
-    """``processes`` of our worker (threads x 64 each, the default), stopped on exit."""
+def ours_workers(
+    harness: Harness, processes: int = 2, app: str = "webhooks", **settings: str
+) -> Iterator[list[Process]]:
+    """``processes`` of our worker (threads x 64 each, the default), stopped on exit; ``app``: where Celery
+    finds it (``bench.probe``: the same worker, saying when each task starts)."""
     workers = [
         start_worker(
             harness,
             f"ours-{n}",
-            [str(BIN / "celery"), "-A", "webhooks", "worker", "--loglevel", "INFO", "--hostname", f"ours{n}@%h"],
+            [str(BIN / "celery"), "-A", app, "worker", "--loglevel", "INFO", "--hostname", f"ours{n}@%h"],
             ours_settings(harness, **settings),
         )
         for n in range(processes)
@@ -134,11 +137,11 @@ def ours_workers(harness: Harness, processes: int = 2, **settings: str) -> Itera
 
 
 @contextmanager
-def naive_worker(harness: Harness) -> Iterator[Process]:
+def naive_worker(harness: Harness, app: str = "bench.naive") -> Iterator[Process]:
     worker = start_worker(
         harness,
         "naive",
-        [str(BIN / "celery"), "-A", "bench.naive", "worker", "--pool", "prefork", "--concurrency", "2"]
+        [str(BIN / "celery"), "-A", app, "worker", "--pool", "prefork", "--concurrency", "2"]
         + ["--loglevel", "INFO", "--hostname", "naive@%h"],
         {"BENCH_BROKER_URL": redis_url(harness, NAIVE_DB)},
     )

@@ -88,6 +88,11 @@ def rows(results: Results) -> Iterator[Row]:
     own_note = f"{own_rate:,.0f} events/s, half our one-at-a-time A rate" if own_rate is not None else ""
     row("E", "publish-to-receipt p50", "E p50", "ms", False, one, "naive delay", note=e_note)
     row("E", "publish-to-receipt p99", "E p99", "ms", False, one, "naive delay")
+    probe = "split on workers that print when each task starts (`bench/probe.py`), at the same rate"
+    row("E", "p50 of publish → start of the task that posts", "E to task", "ms", False, one, "naive delay", note=probe)
+    row("E", "... of which publish → fan-out task start (the inbox)", "E inbox", "ms", False, one)
+    row("E", "... of which fan-out start → delivery task start (second hop)", "E second hop", "ms", False, one)
+    row("E", "p50 of that task's start → receipt", "E task to receipt", "ms", False, one, "naive delay")
     row("E", "publish-to-receipt p50, at our own half rate", "E own p50", "ms", False, one, note=own_note)
     row("E", "publish-to-receipt p99, at our own half rate", "E own p99", "ms", False, one)
     row(
