@@ -10,8 +10,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -127,6 +127,8 @@ class Harness:
     processes: list[Process] = field(default_factory=list)
     redis_port: int = 0
     receiver_port: int = 0
+    #: The AMQP URL of each sender's virtual host when the brokers are RabbitMQ (``start_rabbitmq``).
+    rabbitmq_urls: dict[str, str] = field(default_factory=dict)
 
     def start(self, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> Process:
         log_path = self.workdir / f"{name}.log"
@@ -175,6 +177,22 @@ class Harness:
         )
         wait_until(self._redis_answers, timeout=15, what="redis-server to answer PING")
 
+    def start_rabbitmq(self, stack: ExitStack, senders: Iterable[str]) -> None:
+        """A rabbitmq-server of our own (``tests/servers.py``), stopped when ``stack`` closes, with a virtual
+        host per sender, so that one's queue never reaches another's workers."""
+        try:
+            from tests.servers import ServerUnavailableError, running_rabbitmq_server
+        except ImportError:
+            raise BenchError(
+                "The RabbitMQ rows need tests/servers.py (running_rabbitmq_server); run with --broker redis."
+            ) from None
+        (self.workdir / "rabbitmq").mkdir()
+        try:
+            server = stack.enter_context(running_rabbitmq_server(self.workdir / "rabbitmq"))
+            self.rabbitmq_urls = {sender: server.add_vhost(sender) for sender in senders}
+        except ServerUnavailableError as exc:
+            raise BenchError(str(exc)) from None
+
     def _redis_answers(self) -> bool:
         try:
             return bool(self.redis().ping())
@@ -199,6 +217,9 @@ class Harness:
         return stats
 
     def reset_receiver(self) -> None:
+        """Clear the receiver's counts, once it has answered every request (a sender still waiting on a slow
+        answer from the measurement before would be slower in the next)."""
+        wait_until(lambda: self.receiver_stats()["unanswered"] == 0, timeout=60, what="the receiver's slow answers")
         requests.post(self.receiver_url("/_reset"), timeout=5).raise_for_status()
 
     def wait_for_arrivals(self, count: int, *, timeout: float, what: str) -> dict[str, Any]:
@@ -219,16 +240,19 @@ class Harness:
 
 
 @contextmanager
-def harness(workdir: Path, *, receiver: bool = True) -> Iterator[Harness]:
-    """A harness with Redis and (unless not wanted) the receiver running; everything it started is
-    stopped on exit."""
+def harness(workdir: Path, rabbitmq_senders: Iterable[str] = (), *, receiver: bool = True) -> Iterator[Harness]:
+    """A harness with Redis and (unless not wanted) the receiver running, and RabbitMQ with a virtual host
+    for each of ``rabbitmq_senders`` if any; everything it started is stopped on exit."""
     workdir.mkdir(parents=True, exist_ok=True)
     owned = Harness(workdir)
-    try:
-        if receiver:
-            owned.start_servers()
-        else:
-            owned.start_redis()
-        yield owned
-    finally:
-        owned.stop_all()
+    with ExitStack() as stack:
+        try:
+            if receiver:
+                owned.start_servers()
+            else:
+                owned.start_redis()
+            if rabbitmq_senders:
+                owned.start_rabbitmq(stack, rabbitmq_senders)
+            yield owned
+        finally:
+            owned.stop_all()

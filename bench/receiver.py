@@ -36,6 +36,8 @@ class Stats:
 
     count: int = 0
     bad_signatures: int = 0
+    #: Requests whose answer is still delayed (a slow endpoint's): their senders are still busy with them.
+    unanswered: int = 0
     #: Arrival time of the latest delivery that had not arrived before.
     last: float | None = None
     seen: set[tuple[str, str]] = field(default_factory=set)
@@ -57,6 +59,7 @@ class Stats:
             "distinct": len(self.seen),
             "duplicates": self.count - len(self.seen),
             "bad_signatures": self.bad_signatures,
+            "unanswered": self.unanswered,
             "last": self.last,
             "cpu_seconds": times.user + times.system,
         }
@@ -102,7 +105,9 @@ class Receiver(asyncio.Protocol):
             self.stats[0].add(time.time(), event_id(body), path, self.verified(headers, body))
             delay_ms, status = (int(part) for part in path.split("/")[1:3])
             if delay_ms:
-                asyncio.get_running_loop().call_later(delay_ms / 1000, self.answer, status, b"ok")
+                stats = self.stats[0]
+                stats.unanswered += 1
+                asyncio.get_running_loop().call_later(delay_ms / 1000, self.answer_late, stats, status)
             else:
                 self.answer(status, b"ok")
 
@@ -112,6 +117,10 @@ class Receiver(asyncio.Protocol):
         except SignatureError:
             return False
         return True
+
+    def answer_late(self, stats: Stats, status: int) -> None:
+        stats.unanswered -= 1
+        self.answer(status, b"ok")
 
     def answer(self, status: int, body: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():

@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from bench.events import bodies
 from bench.harness import Harness, Process, cpu_seconds, pss_bytes, rss_bytes, wait_until
@@ -24,8 +25,7 @@ from bench.senders import (
     celery_messages,
     drop_queues,
     naive_app,
-    naive_messages,
-    naive_prefill,
+    naive_filler,
     naive_publisher,
     naive_worker,
     ours_workers,
@@ -79,6 +79,21 @@ class Results:
     def median(self, measure: str, sender: str) -> float | None:
         values = self.values.get((measure, sender))
         return statistics.median(values) if values else None
+
+    def merge(self, other: Results, prefix: str) -> None:
+        """Add ``other``'s values, each measure's name prefixed (another broker's run)."""
+        for (measure, sender), values in other.values.items():
+            self.values[(prefix + measure, sender)].extend(values)
+
+    def dump(self) -> list[list[Any]]:
+        return [[measure, sender, values] for (measure, sender), values in self.values.items()]
+
+    @classmethod
+    def load(cls, dumped: list[list[Any]]) -> Results:
+        results = cls()
+        for measure, sender, values in dumped:
+            results.values[(measure, sender)].extend(values)
+        return results
 
 
 @dataclass
@@ -207,6 +222,8 @@ def ours_phase(harness: Harness, plan: Plan, results: Results) -> None:
             results.add("F host RSS", "ours", sum(rss_bytes(w.popen.pid) for w in workers) / MB)
             results.add("F host PSS", "ours", sum(pss_bytes(w.popen.pid) for w in workers) / MB)
             results.add("F after A, one process", "ours", max(rss_bytes(w.popen.pid) for w in workers) / MB)
+        if "C" in plan.only:
+            register(harness, [harness.endpoint_url("ours")])
             for _ in range(plan.repeat):
                 idle_publishes(harness, plan, results, "ours", lambda _: publish_one())
         if "B" in plan.only:
@@ -255,8 +272,7 @@ def slow_receivers(harness: Harness, plan: Plan, results: Results, sender: str) 
             if sender == "ours":
                 result = receive(harness, count, lambda count=count: publish_batch(count))
             else:
-                messages = naive_messages(harness, url, count)
-                result = receive(harness, count, lambda messages=messages: naive_prefill(harness, messages))
+                result = receive(harness, count, naive_filler(harness, url, count))
             result.add_to(results, measure, sender)
 
 
@@ -377,14 +393,15 @@ def naive_phase(harness: Harness, plan: Plan, results: Results) -> None:
         delay = naive_publisher(harness, url)
         if plan.only & set("AE"):
             for _ in range(plan.repeat):
-                messages = naive_messages(harness, url, plan.n(5000))
-                result = receive(harness, len(messages), lambda messages=messages: naive_prefill(harness, messages))
+                count = plan.n(5000)
+                result = receive(harness, count, naive_filler(harness, url, count))
                 result.add_to(results, "A", "naive")
                 under_load = under_load_publishes(harness, plan, results, "naive", delay)
                 under_load.add_to(results, "A one at a time", "naive delay")
             results.add("F host RSS", "naive", rss_bytes(worker.popen.pid) / MB)
             results.add("F host PSS", "naive", pss_bytes(worker.popen.pid) / MB)
             results.add("F after A, one process", "naive", rss_bytes(worker.popen.pid) / MB)
+        if "C" in plan.only:
             for _ in range(plan.repeat):
                 idle_publishes(harness, plan, results, "naive", delay)
         if "B" in plan.only:
@@ -483,19 +500,23 @@ def scale_out(harness: Harness, plan: Plan, results: Results) -> None:
 PHASES: list[tuple[str, Callable[[Harness, Plan, Results], None]]] = [
     ("C", publish_costs),
     ("D", fanout_floors),
-    ("ABE", naive_phase),  # first: E times ours at the naive sender's rate
-    ("ABDEF", ours_phase),
+    ("ABCE", naive_phase),  # before ours: E times ours at the naive sender's rate
+    ("ABCDEF", ours_phase),
     ("AB", raw_phase),
     ("E", hops),
     ("F", waiting_retries),
     ("G", scale_out),
 ]
+#: The phases a run on RabbitMQ runs, for its A, B and E (the raw client has no broker; the rest is Redis's).
+RABBITMQ_PHASES = (naive_phase, ours_phase, hops)
+#: The scenarios measured on RabbitMQ too.
+RABBITMQ_SCENARIOS = frozenset("ABE")
 
 
 def run(harness: Harness, plan: Plan, progress: Callable[[str], None]) -> Results:
     results = Results()
     for scenarios, phase in PHASES:
-        if plan.only & set(scenarios):
+        if plan.only & set(scenarios) and (phase in RABBITMQ_PHASES or not harness.rabbitmq_urls):
             progress(f"{phase.__name__} ({', '.join(sorted(plan.only & set(scenarios)))})")
             phase(harness, plan, results)
     return results

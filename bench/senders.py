@@ -21,7 +21,9 @@ from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
+from amqp.exceptions import ChannelError
 from celery import Celery
+from kombu import Connection
 
 from bench.events import EVENT_NAME, bodies, event_kwargs
 from bench.harness import BIN, SECRET, BenchError, Harness, Process, wait_until
@@ -51,10 +53,15 @@ def redis_url(harness: Harness, db: int) -> str:
     return f"redis://127.0.0.1:{harness.redis_port}/{db}"
 
 
+def broker_url(harness: Harness, sender: str) -> str:
+    """The broker of ``sender`` (ours, naive): its RabbitMQ virtual host if RabbitMQ runs, else its Redis database."""
+    return harness.rabbitmq_urls.get(sender) or redis_url(harness, {"ours": OURS_DB, "naive": NAIVE_DB}[sender])
+
+
 def ours_settings(harness: Harness, **overrides: str) -> dict[str, str]:
     """Our workers' WEBHOOKS_* variables: production defaults, pointed at the benchmark's Redis."""
     settings = {
-        "BROKER_URL": redis_url(harness, OURS_DB),
+        "BROKER_URL": broker_url(harness, "ours"),
         "REDIS_URL": redis_url(harness, STORE_DB),
         "REGISTRY": "redis",
         "ALLOW_PRIVATE_NETWORKS": guard_setting(),
@@ -74,8 +81,8 @@ def guard_setting() -> str:
     return GUARD_ALLOWING_LOOPBACK
 
 
-def conditions() -> list[str]:
-    """How our workers ran, for the table's heading: the SSRF guard, the delivery log."""
+def conditions(rabbitmq: bool) -> list[str]:
+    """How our workers ran, for the table's heading: the SSRF guard, the delivery log, RabbitMQ's set-up."""
     if guard_setting() == GUARD_OFF:
         guard = (
             f"The SSRF guard was off in our workers (`WEBHOOKS_ALLOW_PRIVATE_NETWORKS={GUARD_OFF}`): "
@@ -88,7 +95,11 @@ def conditions() -> list[str]:
         )
     cap = get_settings().delivery_log_max_records
     log = f"The delivery log was at its cap of {cap:,} deliveries before each run, so it trimmed as in production."
-    return [guard, log]
+    brokers = [
+        "Rows marked RabbitMQ ran in a process of their own with a rabbitmq-server of the run's own as the broker "
+        "of ours and of the naive sender (each its virtual host), our registry and delivery log on Redis."
+    ]
+    return [guard, log, *(brokers if rabbitmq else [])]
 
 
 def use_ours_in_this_process(harness: Harness) -> None:
@@ -143,7 +154,7 @@ def naive_worker(harness: Harness, app: str = "bench.naive") -> Iterator[Process
         "naive",
         [str(BIN / "celery"), "-A", app, "worker", "--pool", "prefork", "--concurrency", "2"]
         + ["--loglevel", "INFO", "--hostname", "naive@%h"],
-        {"BENCH_BROKER_URL": redis_url(harness, NAIVE_DB)},
+        {"BENCH_BROKER_URL": broker_url(harness, "naive")},
     )
     try:
         yield worker
@@ -153,7 +164,7 @@ def naive_worker(harness: Harness, app: str = "bench.naive") -> Iterator[Process
 
 def naive_app(harness: Harness) -> Any:
     """The naive sender's Celery app in this process, on its own database."""
-    os.environ["BENCH_BROKER_URL"] = redis_url(harness, NAIVE_DB)
+    os.environ["BENCH_BROKER_URL"] = broker_url(harness, "naive")
     import bench.naive
 
     return bench.naive.app
@@ -201,14 +212,22 @@ def publish_one() -> str:
 ONE_EVENT = event_kwargs()
 
 
-def naive_messages(harness: Harness, url: str, count: int) -> list[bytes]:
-    """``count`` naive deliveries to ``url`` as Celery's own task messages, for ``naive_prefill``."""
-    return celery_messages(harness, [("naive.deliver", (url, SECRET, body), None) for _, body in bodies(count)])
+def naive_filler(harness: Harness, url: str, count: int) -> Callable[[], object]:
+    """What fills the naive sender's queue with ``count`` deliveries to ``url`` as fast as its broker takes them,
+    so that its workers are measured, not its publisher: on Redis one push of Celery's own messages (built
+    now), on RabbitMQ ``apply_async`` of each on one producer."""
+    payloads = [body for _, body in bodies(count)]
+    if harness.rabbitmq_urls:
+        task = naive_app(harness).tasks["naive.deliver"]
 
+        def publish_all() -> None:
+            with task.app.producer_or_acquire() as producer:
+                for body in payloads:
+                    task.apply_async((url, SECRET, body), producer=producer)
 
-def naive_prefill(harness: Harness, messages: list[bytes]) -> None:
-    """Put the naive sender's task messages on its queue in one push: its workers' throughput, not its publisher's."""
-    harness.redis(NAIVE_DB).lpush(QUEUE, *messages)
+        return publish_all
+    messages = celery_messages(harness, [("naive.deliver", (url, SECRET, body), None) for body in payloads])
+    return lambda: harness.redis(NAIVE_DB).lpush(QUEUE, *messages)
 
 
 def celery_messages(harness: Harness, calls: Sequence[tuple[str, tuple[Any, ...], str | None]]) -> list[bytes]:
@@ -259,14 +278,24 @@ def raw_started(client: Process) -> float:
     return float(match.group(1))
 
 
+def ready_on_rabbitmq(url: str) -> int:
+    """Messages ready on the queue of the RabbitMQ virtual host at ``url`` (0 if it has no such queue yet)."""
+    with Connection(url) as connection:
+        try:
+            return int(connection.default_channel.queue_declare(QUEUE, passive=True).message_count)
+        except ChannelError:
+            return 0
+
+
 def queues_empty(harness: Harness) -> bool:
     """Nothing queued or unacknowledged for ours or the naive sender, no retry waiting, no event in the inbox
-    and no fan-out holding it."""
+    and no fan-out holding it (on RabbitMQ: nothing ready on either queue; it does not count unacknowledged)."""
+    if any(ready_on_rabbitmq(url) for url in harness.rabbitmq_urls.values()):
+        return False
     client, naive = harness.redis(OURS_DB), harness.redis(NAIVE_DB)
     return not any(
         [client.llen(QUEUE), client.hlen("unacked"), client.zcard(KEY_WAITING), client.llen(KEY_INBOX)]
-        + [client.exists(KEY_LEASE)]
-        + [naive.llen(QUEUE), naive.hlen("unacked")]
+        + [client.exists(KEY_LEASE), naive.llen(QUEUE), naive.hlen("unacked")]
     )
 
 

@@ -8,6 +8,8 @@ from typing import Any
 from bench.report import PUBLISHED_BATCH, PUBLISHED_ONE, Row
 from bench.scenarios import Results
 
+#: What the measures of the run on RabbitMQ are prefixed with in the results.
+RABBITMQ = "RabbitMQ "
 #: Baselines by the sender key their values are stored under, as the table names them.
 BASELINES = {
     "naive": "naive Celery sender, its queue filled in one push",
@@ -31,11 +33,27 @@ def rows(results: Results) -> Iterator[Row]:
         **extra: Any,
     ) -> None:
         ours = results.stat(key, "ours")
-        if ours is not None:
-            theirs = results.stat(key, baseline) if baseline else None
+        theirs = results.stat(key, baseline) if baseline else None
+        if ours is not None and (theirs is not None or not baseline):
             shown = label or BASELINES.get(baseline, "")
             note = "; ".join(part for part in (extra.pop("note", ""), duplicates(key, baseline)) if part)
             made.append(Row(scenario, measure, unit, ours, higher, published, shown, theirs, note=note, **extra))
+
+    def on_rabbitmq(
+        scenario: str, measure: str, key: str, unit: str, higher: bool, published: str, **extra: Any
+    ) -> None:
+        """The row of ``key`` measured with RabbitMQ as the broker, beside the naive sender on RabbitMQ."""
+        baseline = extra.pop("baseline", "")
+        ours, on_redis = results.median(RABBITMQ + key, "ours"), results.median(key, "ours")
+        note = ""
+        if ours and on_redis:
+            note = f"{ours / on_redis if higher else on_redis / ours:.2f}x ours on Redis"
+        label = (
+            BASELINES.get(baseline, "")
+            .replace("sender,", "sender on RabbitMQ,")
+            .replace("in one push", "by one producer")
+        )
+        row(scenario, f"{measure}, RabbitMQ", RABBITMQ + key, unit, higher, published, baseline, label, note=note)
 
     def raw_note(measure: str) -> str:
         threads = results.median(f"{measure} threads", "raw")
@@ -70,6 +88,13 @@ def rows(results: Results) -> Iterator[Row]:
     row("B", "receiver answers in 100 ms", "B 100 ms", "deliveries/s", True, batch, "naive", target=15.0)
     row("B", "receiver answers in 100 ms", "B 100 ms", "deliveries/s", True, batch, "raw", note=raw_note("B 100 ms"))
     row("B", "receiver answers in 1 s", "B 1 s", "deliveries/s", True, batch, "naive")
+    for key, measure, published, baseline in (
+        ("A", "loopback, 5,000 deliveries", batch, "naive"),
+        ("A one at a time", "loopback, 2,000 deliveries", one, "naive delay"),
+        ("B 100 ms", "receiver answers in 100 ms", batch, "naive"),
+        ("B 1 s", "receiver answers in 1 s", batch, "naive"),
+    ):
+        on_rabbitmq(key[0], measure, key, "deliveries/s", True, published, baseline=baseline)
     delay = "naive `delay()`"
     for key, when, extra in (
         ("C", "no worker running (the inbox empty for the first only)", {"target": 2.0}),
@@ -93,6 +118,15 @@ def rows(results: Results) -> Iterator[Row]:
     row("E", "... of which publish → fan-out task start (the inbox)", "E inbox", "ms", False, one)
     row("E", "... of which fan-out start → delivery task start (second hop)", "E second hop", "ms", False, one)
     row("E", "p50 of that task's start → receipt", "E task to receipt", "ms", False, one, "naive delay")
+    on_rabbitmq("E", "publish-to-receipt p50", "E p50", "ms", False, one, baseline="naive delay")
+    on_rabbitmq("E", "publish-to-receipt p99", "E p99", "ms", False, one, baseline="naive delay")
+    on_rabbitmq(
+        "E", "p50 of publish → start of the task that posts", "E to task", "ms", False, one, baseline="naive delay"
+    )
+    on_rabbitmq("E", "... of which publish → fan-out task start", "E inbox", "ms", False, one)
+    on_rabbitmq(
+        "E", "p50 of that task's start → receipt", "E task to receipt", "ms", False, one, baseline="naive delay"
+    )
     row("E", "publish-to-receipt p50, at our own half rate", "E own p50", "ms", False, one, note=own_note)
     row("E", "publish-to-receipt p99, at our own half rate", "E own p99", "ms", False, one)
     row(
