@@ -44,6 +44,8 @@ RUN_TIMEOUT_SECONDS = 600
 #: Threads of each raw client process the search for its peak starts from on slow receivers: as many as one of
 #: our worker processes has (on A it starts from one).
 RAW_THREADS_SLOW = 64
+#: Worker processes G runs scenario B on.
+SCALE_OUT = (1, 2, 4, 8)
 #: Most threads per raw client process that search tries.
 RAW_THREADS_MOST = 1024
 #: A line of bench/probe.py (Celery logs what a worker prints, so it follows a log prefix).
@@ -61,6 +63,11 @@ class Plan:
 
     def n(self, count: int) -> int:
         return max(10, round(count * self.scale))
+
+    @property
+    def processes(self) -> tuple[int, ...]:
+        """Worker processes G scales over: to eight, or to two when checking the harness (each starts slowly)."""
+        return SCALE_OUT if self.scale == 1.0 else SCALE_OUT[:2]
 
 
 @dataclass
@@ -484,7 +491,7 @@ def retries_waiting(harness: Harness) -> int:
 
 
 def scale_out(harness: Harness, plan: Plan, results: Results) -> None:
-    for processes in (1, 2, 4, 8):
+    for processes in plan.processes:
         with ours_workers(harness, processes) as workers:
             url = harness.endpoint_url("scale", 100)
             register(harness, [url])

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from bench.report import PUBLISHED_BATCH, PUBLISHED_ONE, Row
-from bench.scenarios import Results
+from bench.scenarios import SCALE_OUT, Results
 
 #: What the measures of the run on RabbitMQ are prefixed with in the results.
 RABBITMQ = "RabbitMQ "
@@ -155,7 +155,7 @@ def rows(results: Results) -> Iterator[Row]:
     )
     row("F", "Redis memory those retries take", "F retries in Redis", "MB", False, batch)
     one_process = results.median("G 1", "ours")
-    for processes in (1, 2, 4, 8):
+    for processes in SCALE_OUT:
         cores = results.median(f"G {processes} cores", "ours")
         rate = results.median(f"G {processes}", "ours")
         note = f"{cores:.2f} cores busy in workers" if cores is not None else ""

@@ -1,4 +1,4 @@
-"""The benchmark harness runs end to end (``python -m bench --quick``): every scenario, every sender.
+"""The benchmark harness runs end to end (``python -m bench --quick``): every scenario, every sender, both brokers.
 
 It asserts what the harness must produce, never a time: figures are read by a person (README: Performance).
 """
@@ -20,12 +20,16 @@ from tests.integration.conftest import missing
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The scenarios whose rows count deliveries at the receiver, and so report duplicates.
+COUNTED = {"A", "B", "G"}
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)
 def test_the_quick_benchmark_fills_every_row_and_stops_what_it_started(tmp_path):
     if shutil.which("redis-server") is None:
         missing("redis-server")
+    if shutil.which("rabbitmq-server") is None:
+        missing("rabbitmq-server")
     marker = f"WEBHOOKS_BENCH_TEST_RUN={uuid.uuid4()}"  # inherited by every process the run starts
     completed = subprocess.run(
         [sys.executable, "-m", "bench", "--quick", "--output", str(tmp_path)],
@@ -33,15 +37,22 @@ def test_the_quick_benchmark_fills_every_row_and_stops_what_it_started(tmp_path)
         env={**os.environ, marker.split("=")[0]: marker.split("=")[1]},
         capture_output=True,
         text=True,
-        timeout=540,
+        timeout=840,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
-    rows = json.loads((tmp_path / "results.json").read_text())["rows"]
+    document = json.loads((tmp_path / "results.json").read_text())
+    rows = document["rows"]
     assert sorted({row["scenario"] for row in rows}) == list("ABCDEFG")
     for row in rows:
         assert all(value > 0 for value in row["ours"]["values"]), row
+        assert row["published"], row
         if row["baseline"]:
             assert row["theirs"] is not None and row["ratio"] > 0, row
+        if row["scenario"] in COUNTED:
+            assert "duplicates: ours 0" in row["note"], row
+    assert {row["scenario"] for row in rows if row["measure"].endswith(", RabbitMQ")} == set("ABE")
+    conditions = " ".join(document["conditions"])
+    assert "SSRF guard" in conditions and "delivery log was at its cap" in conditions
     table = (tmp_path / "results.md").read_text()
     assert table.count("\n| ") == len(rows) + 1  # a header and one line per row
     assert _processes_with(marker) == set(), "the benchmark left processes running"
