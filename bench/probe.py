@@ -1,10 +1,11 @@
 """Workers that also say when each task starts, for E's split: ``celery -A bench.probe worker`` is our worker
 and ``celery -A bench.probe:naive worker`` the naive sender's, each unchanged but for these lines.
 
-Each task's start is printed with the events it carries (``probe deliver <time> <event id> ...``); a
-``webhooks.fanout_inbox`` task carries none (it takes its events from the inbox when it runs), so its start
-is printed with each event as the task logs its ``fanout`` line (``probe fanout <time> <event id>``). Only
-E's split runs these workers: a line per task is work the other scenarios do not measure.
+Each delivery task's start is printed with the events it carries (``probe deliver <time> <event id> ...``);
+a fan-out task may carry none (``webhooks.fanout_inbox`` takes its events from the inbox when it runs), so
+its start is printed with each event as the task logs its ``fanout`` line (``probe fanout <time> <event
+id>``), and its end, once its deliveries are enqueued, with all of them (``probe fanned <time> <event id>
+...``). Only D and E's split run these workers: a line per task is work the other scenarios do not measure.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from celery.signals import task_postrun, task_prerun
 
 from bench.receiver import event_id
 
-#: Start (Unix seconds) of each fan-out task running now, by task id.
-_fanouts: dict[str, float] = {}
+#: Start (Unix seconds) of each fan-out task running now, and the events it fanned out so far, by task id.
+_fanouts: dict[str, tuple[float, list[str]]] = {}
 
 
 def _started(task_id: str, task: Any, args: tuple[Any, ...], **_: Any) -> None:
@@ -32,13 +33,16 @@ def _started(task_id: str, task: Any, args: tuple[Any, ...], **_: Any) -> None:
     elif task.name == "naive.deliver":
         events = [event_id(args[2].encode())]
     else:
-        _fanouts[task_id] = now
+        _fanouts[task_id] = (now, [])
         return
     print(f"probe deliver {now} {' '.join(events)}", file=sys.stdout, flush=True)
 
 
 def _ended(task_id: str, **_: Any) -> None:
-    _fanouts.pop(task_id, None)
+    now = time.time()
+    _, events = _fanouts.pop(task_id, (now, []))
+    if events:  # a fan-out task, its deliveries enqueued
+        print(f"probe fanned {now} {' '.join(events)}", file=sys.stdout, flush=True)
 
 
 class _FanoutStart(logging.Filter):
@@ -47,9 +51,10 @@ class _FanoutStart(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         fields = getattr(record, "fields", None)
         if getattr(record, "kind", None) == "fanout" and isinstance(fields, dict) and current_task:
-            started = _fanouts.get(str(current_task.request.id))
-            if started is not None:
-                print(f"probe fanout {started} {fields['event']}", file=sys.stdout, flush=True)
+            fanout = _fanouts.get(str(current_task.request.id))
+            if fanout is not None:
+                fanout[1].append(fields["event"])
+                print(f"probe fanout {fanout[0]} {fields['event']}", file=sys.stdout, flush=True)
         return True
 
 

@@ -1,7 +1,7 @@
 """Scenarios A-G of the benchmark, each run ``repeat`` times per sender in one run on one machine.
 
 Workers are started once per sender and phase (their start-up is never timed); throughput is
-counted at the receiver from the first to the last arrival, so only sending is measured.
+counted at the receiver, distinct deliveries only, from the first publish to the last new arrival.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from bench.events import bodies
@@ -49,8 +48,7 @@ SCALE_OUT = (1, 2, 4, 8)
 #: Most threads per raw client process that search tries.
 RAW_THREADS_MOST = 1024
 #: A line of bench/probe.py (Celery logs what a worker prints, so it follows a log prefix).
-PROBE_LINE = re.compile(r"\bprobe (fanout|deliver) (\S+) (.+)$", re.MULTILINE)
-FANOUT_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}):[^\]]*\] fanout event=(\S+)", re.MULTILINE)
+PROBE_LINE = re.compile(r"\bprobe (fanout|deliver|fanned) (\S+) (.+)$", re.MULTILINE)
 
 
 @dataclass
@@ -212,7 +210,7 @@ def fanout_floors(harness: Harness, plan: Plan, results: Results) -> None:
         scratch.delete(QUEUE)
 
 
-# Our workers: A, F (memory after A), B, D, E.
+# Our workers: A, F (memory after A), B, C (idle), E.
 
 
 def ours_phase(harness: Harness, plan: Plan, results: Results) -> None:
@@ -235,8 +233,6 @@ def ours_phase(harness: Harness, plan: Plan, results: Results) -> None:
                 idle_publishes(harness, plan, results, "ours", lambda _: publish_one())
         if "B" in plan.only:
             slow_receivers(harness, plan, results, "ours")
-        if "D" in plan.only:
-            ours_fanout(harness, plan, results, workers)
         if "E" in plan.only:
             register(harness, [harness.endpoint_url("ours")])
             for measure, rate in (
@@ -284,29 +280,19 @@ def slow_receivers(harness: Harness, plan: Plan, results: Results, sender: str) 
 
 
 def ours_fanout(harness: Harness, plan: Plan, results: Results, workers: list[Process]) -> None:
-    """D: publish one event to 1,000 Redis-registered endpoints; time until its worker logs the fan-out done.
-
-    The ``fanout`` line is written right after the one push of all 1,000 deliveries.
-    """
+    """D: publish one event to 1,000 Redis-registered endpoints; time until its fan-out task has enqueued the
+    1,000 deliveries (the probe's ``fanned`` line)."""
     register(harness, [harness.endpoint_url(f"fanout{n}") for n in range(1000)])
     for _ in range(plan.repeat):
         harness.reset_receiver()
         published_at = time.time()
         event_id = publish_one()
-        logged = wait_until(
-            lambda event_id=event_id: fanout_time(workers, event_id), timeout=60, what="the fan-out line"
+        fanned = wait_until(
+            lambda event_id=event_id: probed(workers)[2].get(event_id), timeout=60, what="the fan-out's end"
         )
-        results.add("D", "ours", logged - published_at)
+        results.add("D", "ours", fanned - published_at)
         harness.wait_for_arrivals(1000, timeout=RUN_TIMEOUT_SECONDS, what="1,000 fanned-out deliveries")
         wait_until(lambda: queues_empty(harness), timeout=60, what="every task to be acknowledged")
-
-
-def fanout_time(workers: list[Process], event_id: str) -> float | None:
-    for worker in workers:
-        for stamp, logged_id in FANOUT_LINE.findall(worker.output()):
-            if logged_id == event_id:
-                return datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
-    return None
 
 
 def latency(
@@ -350,21 +336,30 @@ def paced(
     return published, arrivals
 
 
-def hops(harness: Harness, plan: Plan, results: Results) -> None:
-    """E's split, at E's rate, on workers that say when each task starts (``bench/probe.py``): ours from
-    publish to its fan-out task's start (the inbox), to its delivery task's start (the second hop), to
-    receipt; the naive sender's from publish to its one task's start, to receipt. Medians of each part."""
-    rate = latency_rate(results, "naive delay")
+def probed_phase(harness: Harness, plan: Plan, results: Results) -> None:
+    """D and E's split, on workers that say when each task starts and when a fan-out has enqueued its
+    deliveries (``bench/probe.py``).
+
+    E's split, at E's rate: ours from publish to its fan-out task's start (the inbox), to its delivery
+    task's start (the second hop), to receipt; the naive sender's from publish to its one task's start, to
+    receipt. Medians of each part.
+    """
     with ours_workers(harness, app="bench.probe") as workers:
+        if "D" in plan.only:
+            ours_fanout(harness, plan, results, workers)
+        if "E" not in plan.only:
+            return
+        rate = latency_rate(results, "naive delay")
         register(harness, [harness.endpoint_url("ours")])
         for _ in range(plan.repeat):
             published, arrivals = paced(harness, plan, rate, lambda event_id, body: publish_one())
-            fanouts, deliveries = probed(workers)
+            fanouts, deliveries, _ = probed(workers)
             split(results, "ours", published, deliveries, arrivals)
             inbox = [(fanouts[event] - at) * 1000 for event, at in published.items()]
             second = [(deliveries[event] - fanouts[event]) * 1000 for event in published]
             results.add("E inbox", "ours", statistics.median(inbox))
             results.add("E second hop", "ours", statistics.median(second))
+    rate = latency_rate(results, "naive delay")
     with naive_worker(harness, app="bench.probe:naive") as worker:
         delay = naive_publisher(harness, harness.endpoint_url("naive"))
         for _ in range(plan.repeat):
@@ -380,15 +375,15 @@ def split(
     results.add("E task to receipt", sender, statistics.median((arrivals[e] - started[e]) * 1000 for e in published))
 
 
-def probed(workers: list[Process]) -> tuple[dict[str, float], dict[str, float]]:
-    """When each event's fan-out task started, and when the task that posted it started, as the workers printed."""
-    fanouts: dict[str, float] = {}
-    deliveries: dict[str, float] = {}
+def probed(workers: list[Process]) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """When each event's fan-out task started, when the task that posted it started, and when its fan-out
+    task had enqueued its deliveries, as the workers printed (the first of each: a duplicate's comes later)."""
+    seen: dict[str, dict[str, float]] = {"fanout": {}, "deliver": {}, "fanned": {}}
     for worker in workers:
         for kind, at, events in PROBE_LINE.findall(worker.output()):
-            for event in events.split():  # the first task that carried it (a duplicate's runs later)
-                (fanouts if kind == "fanout" else deliveries).setdefault(event, float(at))
-    return fanouts, deliveries
+            for event in events.split():
+                seen[kind].setdefault(event, float(at))
+    return seen["fanout"], seen["deliver"], seen["fanned"]
 
 
 # The naive sender and the raw client on A, B (and E for the naive sender).
@@ -508,14 +503,14 @@ PHASES: list[tuple[str, Callable[[Harness, Plan, Results], None]]] = [
     ("C", publish_costs),
     ("D", fanout_floors),
     ("ABCE", naive_phase),  # before ours: E times ours at the naive sender's rate
-    ("ABCDEF", ours_phase),
+    ("ABCEF", ours_phase),
     ("AB", raw_phase),
-    ("E", hops),
+    ("DE", probed_phase),
     ("F", waiting_retries),
     ("G", scale_out),
 ]
 #: The phases a run on RabbitMQ runs, for its A, B and E (the raw client has no broker; the rest is Redis's).
-RABBITMQ_PHASES = (naive_phase, ours_phase, hops)
+RABBITMQ_PHASES = (naive_phase, ours_phase, probed_phase)
 #: The scenarios measured on RabbitMQ too.
 RABBITMQ_SCENARIOS = frozenset("ABE")
 
