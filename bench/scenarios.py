@@ -43,6 +43,8 @@ RUN_TIMEOUT_SECONDS = 600
 #: Threads of each raw client process the search for its peak starts from on slow receivers: as many as one of
 #: our worker processes has (on A it starts from one).
 RAW_THREADS_SLOW = 64
+#: Events that go through workers just started before E's split times any.
+WARM_UP_EVENTS = 50
 #: Worker processes G runs scenario B on.
 SCALE_OUT = (1, 2, 4, 8)
 #: Most threads per raw client process that search tries.
@@ -351,6 +353,7 @@ def probed_phase(harness: Harness, plan: Plan, results: Results) -> None:
             return
         rate = latency_rate(results, "naive delay")
         register(harness, [harness.endpoint_url("ours")])
+        warm_up(harness, lambda _: publish_one())
         for _ in range(plan.repeat):
             published, arrivals = paced(harness, plan, rate, lambda event_id, body: publish_one())
             fanouts, deliveries, _ = probed(workers)
@@ -362,9 +365,16 @@ def probed_phase(harness: Harness, plan: Plan, results: Results) -> None:
     rate = latency_rate(results, "naive delay")
     with naive_worker(harness, app="bench.probe:naive") as worker:
         delay = naive_publisher(harness, harness.endpoint_url("naive"))
+        warm_up(harness, delay)
         for _ in range(plan.repeat):
             published, arrivals = paced(harness, plan, rate, lambda event_id, body: (delay(body), event_id)[1])
             split(results, "naive delay", published, probed([worker])[1], arrivals)
+
+
+def warm_up(harness: Harness, publish: Callable[[str], object]) -> None:
+    """Deliver a few events one at a time through workers just started, so that E does not time their start."""
+    payloads = [body for _, body in bodies(WARM_UP_EVENTS)]
+    receive(harness, len(payloads), lambda: [publish(body) for body in payloads])
 
 
 def split(
