@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,8 @@ from typing import Any, TypeVar
 
 import redis
 import requests
+
+from tests.servers import ServerUnavailableError, free_port, running_rabbitmq_server
 
 T = TypeVar("T")
 BIN = Path(sys.executable).parent
@@ -38,12 +39,6 @@ def wait_until(predicate: Callable[[], T], *, timeout: float, what: str, interva
             raise BenchError(f"Timed out after {timeout} s waiting for {what}.")
         time.sleep(interval)
     return value
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def rss_bytes(pid: int) -> int:
@@ -180,12 +175,6 @@ class Harness:
     def start_rabbitmq(self, stack: ExitStack, senders: Iterable[str]) -> None:
         """A rabbitmq-server of our own (``tests/servers.py``), stopped when ``stack`` closes, with a virtual
         host per sender, so that one's queue never reaches another's workers."""
-        try:
-            from tests.servers import ServerUnavailableError, running_rabbitmq_server
-        except ImportError:
-            raise BenchError(
-                "The RabbitMQ rows need tests/servers.py (running_rabbitmq_server); run with --broker redis."
-            ) from None
         (self.workdir / "rabbitmq").mkdir()
         try:
             server = stack.enter_context(running_rabbitmq_server(self.workdir / "rabbitmq"))

@@ -18,7 +18,6 @@ import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from functools import cache
 from typing import Any
 
 from amqp.exceptions import ChannelError
@@ -27,7 +26,6 @@ from kombu import Connection
 
 from bench.events import EVENT_NAME, bodies, event_kwargs
 from bench.harness import BIN, SECRET, BenchError, Harness, Process, wait_until
-from webhooks.errors import ConfigurationError
 from webhooks.log import FannedOut, open_delivery_log
 from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE
 from webhooks.queue.redis import KEY_WAITING
@@ -39,10 +37,8 @@ OURS_DB, STORE_DB, NAIVE_DB, SCRATCH_DB = 0, 1, 2, 3
 #: The Celery queue every sender uses, Celery's default (a Redis list of that name).
 QUEUE = "celery"
 #: WEBHOOKS_ALLOW_PRIVATE_NETWORKS as production runs it, but for the receiver's network: every delivery's
-#: host is resolved and its address checked, and loopback alone is allowed.
+#: host is resolved and its address checked (the SSRF guard on), and loopback alone is allowed.
 GUARD_ALLOWING_LOOPBACK = "127.0.0.0/8"
-#: ... and with the guard off, where the settings take only true or false.
-GUARD_OFF = "true"
 #: Endpoints the records that fill the delivery log to its cap are spread over (they receive nothing).
 FILLER_ENDPOINTS = 50
 #: Seconds a worker may take to print "ready.".
@@ -64,35 +60,18 @@ def ours_settings(harness: Harness, **overrides: str) -> dict[str, str]:
         "BROKER_URL": broker_url(harness, "ours"),
         "REDIS_URL": redis_url(harness, STORE_DB),
         "REGISTRY": "redis",
-        "ALLOW_PRIVATE_NETWORKS": guard_setting(),
+        "ALLOW_PRIVATE_NETWORKS": GUARD_ALLOWING_LOOPBACK,
         **overrides,
     }
     return {f"WEBHOOKS_{name}": value for name, value in settings.items()}
 
 
-@cache
-def guard_setting() -> str:
-    """WEBHOOKS_ALLOW_PRIVATE_NETWORKS for our workers: the guard on, allowing only the receiver's loopback,
-    where the settings take a list of networks; else the guard off (the receiver is on loopback)."""
-    try:
-        load_settings(allow_private_networks=GUARD_ALLOWING_LOOPBACK)
-    except ConfigurationError:
-        return GUARD_OFF
-    return GUARD_ALLOWING_LOOPBACK
-
-
 def conditions(rabbitmq: bool) -> list[str]:
     """How our workers ran, for the table's heading: the SSRF guard, the delivery log, RabbitMQ's set-up."""
-    if guard_setting() == GUARD_OFF:
-        guard = (
-            f"The SSRF guard was off in our workers (`WEBHOOKS_ALLOW_PRIVATE_NETWORKS={GUARD_OFF}`): "
-            "these settings take no list of networks to allow the loopback receiver alone."
-        )
-    else:
-        guard = (
-            f"The SSRF guard was on in our workers (`WEBHOOKS_ALLOW_PRIVATE_NETWORKS={GUARD_ALLOWING_LOOPBACK}`): "
-            "every delivery's host resolved and its address checked."
-        )
+    guard = (
+        f"The SSRF guard was on in our workers (`WEBHOOKS_ALLOW_PRIVATE_NETWORKS={GUARD_ALLOWING_LOOPBACK}`): "
+        "every delivery's host resolved and its address checked."
+    )
     cap = get_settings().delivery_log_max_records
     log = f"The delivery log was at its cap of {cap:,} deliveries before each run, so it trimmed as in production."
     brokers = [
