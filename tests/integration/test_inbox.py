@@ -67,9 +67,11 @@ def test_events_published_one_at_a_time_share_one_fanout_task_and_reach_every_en
 def test_events_whose_fanout_task_was_lost_are_fanned_out_once_its_lease_lapses(
     setup, receiver, redis_server, start_worker
 ):
-    redis_server.client().set(KEY_LEASE, "a-task-lost-with-its-worker", px=2000)
+    client = redis_server.client()
+    client.set(KEY_LEASE, "a-task-lost-with-its-worker", ex=60)  # held while the publisher runs, however slowly
     ids = publish(setup, [("user_created", sample_event_kwargs("user_created"))] * 5)
     assert queued_tasks(redis_server) == []  # the lease holder was to take them
+    client.pexpire(KEY_LEASE, 500)  # ... but it was lost with its worker: its lease lapses
 
     start_worker(setup)
     wait_until(lambda: len(received(receiver, "/inbox-a", ids)) == 5, timeout=30, what="the 5 events")
