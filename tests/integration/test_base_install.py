@@ -50,7 +50,14 @@ def base_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_base_install_publishes_and_its_worker_delivers(base_venv, redis_server, receiver, tmp_path):
     registry = write_registry(
         tmp_path / "endpoints.yaml",
-        [{"id": "lean", "url": receiver.url("/base-install"), "secret": "whsec_lean", "events": ["user_created"]}],
+        [
+            {
+                "id": "lean",
+                "url": receiver.url("/base-install"),
+                "secret": "whsec_lean_0123456789abcdefg",
+                "events": ["user_created"],
+            }
+        ],
     )
     env = service_env(redis_server, registry)
     published = subprocess.run(

@@ -30,8 +30,13 @@ def test_a_scrape_after_real_deliveries_shows_the_counts(pool, redis_server, rec
     registry = write_registry(
         tmp_path / "endpoints.yaml",
         [
-            {"id": "up", "url": receiver.url(up), "secret": "whsec_a", "events": ["user_created"]},
-            {"id": "down", "url": receiver.url(down), "secret": "whsec_b", "events": ["user_created"]},
+            {"id": "up", "url": receiver.url(up), "secret": "whsec_a_0123456789abcdefghij", "events": ["user_created"]},
+            {
+                "id": "down",
+                "url": receiver.url(down),
+                "secret": "whsec_b_0123456789abcdefghij",
+                "events": ["user_created"],
+            },
         ],
     )
     broker = redis_server.client()

@@ -83,7 +83,14 @@ def test_commit_is_delivered_and_rollback_enqueues_nothing(host, redis_server, r
     path = f"/on-commit/{tmp_path.name}"
     registry = write_registry(
         tmp_path / "endpoints.yaml",
-        [{"id": "app", "url": receiver.url(path), "secret": "whsec_app", "events": ["user_created"]}],
+        [
+            {
+                "id": "app",
+                "url": receiver.url(path),
+                "secret": "whsec_app_0123456789abcdefgh",
+                "events": ["user_created"],
+            }
+        ],
     )
     env = service_env(redis_server, registry)
     worker = start_worker(env)
