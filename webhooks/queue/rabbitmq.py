@@ -16,7 +16,8 @@ On RabbitMQ the broker holds the task messages only: the registry and the delive
   between 0 and 1 makes ``send_task`` raise ValueError (kombu's ``calculate_routing_key``): ``queue/celery.py``
   sends whole seconds.
 - ``confirm_publish``: a publish returns once RabbitMQ has taken the message, so a retry or a fan-out is
-  never acknowledged before its messages are safe.
+  never acknowledged before its messages are safe. Not on the connection of the worker's task events, which
+  its event loop also reads: a thread waiting there for its confirm could freeze the worker (``consumer.py``).
 
 Celery 5.7.0 and kombu 5.7.0 are pinned (pyproject.toml): their quorum-queue retries are known good
 (celery#9867, fixed by #10095, stripped the dead-letter headers that made RabbitMQ before 4.0.1 drop a
@@ -50,4 +51,5 @@ def celery_options(broker_url: str) -> dict[str, Any]:
         "worker_detect_quorum_queues": True,
         "broker_native_delayed_delivery_queue_type": "quorum",
         "broker_transport_options": {"confirm_publish": True},
+        "worker_consumer": "webhooks.queue.consumer:Consumer",
     }

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
+from kombu.utils.imports import symbol_by_name
 
 from webhooks.celery_app import create_celery_app
 from webhooks.queue.rabbitmq import celery_options, is_amqp_url
@@ -27,3 +30,13 @@ def test_redis_and_memory_brokers_keep_their_settings(url):
     app = create_celery_app(Settings(broker_url=url))
     assert app.conf.task_default_queue_type == "classic"
     assert "visibility_timeout" in app.conf.broker_transport_options
+
+
+def test_a_rabbitmq_worker_waits_for_confirms_of_its_task_messages_not_of_its_task_events():
+    """The worker's event loop reads its events connection too; a thread waiting there for a confirm froze it."""
+    app = create_celery_app(Settings(broker_url="amqp://guest:guest@127.0.0.1:5672//", redis_url="redis://h:6399/0"))
+    consumer = symbol_by_name(app.conf.worker_consumer)
+    worker = SimpleNamespace(app=app, ensure_connected=lambda connection: connection)  # what the method uses
+    with consumer.connection_for_write(worker, heartbeat=60) as events, app.connection_for_write() as tasks:
+        assert events.transport_options["confirm_publish"] is False
+        assert tasks.transport_options["confirm_publish"] is True

@@ -1,0 +1,29 @@
+"""The worker's consumer on RabbitMQ: its task events are published without waiting for the broker's confirm.
+
+``confirm_publish`` (``rabbitmq.py``) is on every connection the app opens, and Celery gives the worker's
+event dispatcher a connection of its own, which the worker's event loop also reads (for heartbeats). A
+thread of the pool that flushes the task events waits on that connection for the broker's ``basic.ack``,
+holding the dispatcher's lock; when the event loop reads the ack first, the thread waits for a frame that
+never comes, and the event loop stops at its next event, on that lock. The worker then takes, runs and
+acknowledges nothing until the broker drops it for missed heartbeats, a minute or more later, and
+redelivers what it held, deliveries already posted among them. Task events are transient monitoring
+messages (Flower), so they need no confirm; task messages keep theirs: they go through the app's producer
+pool, one connection per thread, which nothing else reads.
+"""
+
+from __future__ import annotations
+
+from celery.worker.consumer import Consumer as CeleryConsumer
+from kombu import Connection
+
+__all__ = ["Consumer"]
+
+
+class Consumer(CeleryConsumer):
+    """Celery's consumer, whose connection for writing (Celery opens it for the event dispatcher alone) does
+    not wait for publisher confirms."""
+
+    def connection_for_write(self, url: str | None = None, heartbeat: float | None = None) -> Connection:
+        return self.ensure_connected(
+            self.app.connection_for_write(url=url, heartbeat=heartbeat, transport_options={"confirm_publish": False})
+        )
