@@ -416,7 +416,7 @@ def serialize(event: Event, *, max_bytes: int | None = None) -> bytes:
     return body
 
 
-def parse_event(body: bytes) -> Event:
+def parse_event(body: str | bytes) -> Event:
     """Validate a received body back into its event model; raises InvalidEventError like build_event."""
     try:
         return _ADAPTER.validate_json(body)
