@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,6 +17,8 @@ class Received:
     path: str
     headers: dict[str, str]
     body: bytes
+    #: ``time.time()`` when the request arrived.
+    at: float = field(default_factory=time.time)
 
 
 #: Given how many times this path received this same body before, return (status, extra headers).

@@ -30,6 +30,8 @@ STORE_BROKER_SCHEMES = frozenset({"redis", "rediss", "memory"})
 MIN_ADMIN_PASSWORD_LENGTH = 12
 #: Shortest session key: it signs the session cookies, so it must be as hard to guess as a 256-bit key written out.
 MIN_SECRET_KEY_LENGTH = 32
+#: Shortest operator webhook secret: an endpoint's minimum (``registry.base.MIN_SECRET_LENGTH``, held equal by a test).
+MIN_OPERATOR_SECRET_LENGTH = 24
 
 #: Seconds added to the attempt deadline to give a delivery task its soft time limit.
 TASK_TIME_MARGIN_SECONDS = 5
@@ -133,6 +135,28 @@ class Settings(BaseSettings):
         description="How many reverse proxies in front of the settings page set X-Forwarded-For (and -Proto); "
         "0 uses the connection's address.",
     )
+    disable_after_seconds: int = Field(
+        5 * 24 * 3600,
+        ge=1,
+        description="Seconds of nothing but failed attempts (at least 10) after which an endpoint is disabled.",
+    )
+    endpoint_concurrency: int = Field(
+        16,
+        ge=1,
+        description="Most attempts in flight across all workers to an endpoint that times out; one answering in a "
+        "tenth of the attempt deadline may have ten times as many (the cap bounds worker time, not requests).",
+    )
+    hold_max: int = Field(
+        10_000,
+        ge=1,
+        description="Most deliveries held for one disabled endpoint; the oldest beyond it are dropped (and logged).",
+    )
+    operator_webhook_url: str | None = Field(
+        None, description="Where operator events (endpoint_disabled, delivery_failed...) are POSTed, signed."
+    )
+    operator_webhook_secret: SecretStr | None = Field(
+        None, description="The secret that signs operator events; required with WEBHOOKS_OPERATOR_WEBHOOK_URL."
+    )
     standard_headers: bool = Field(
         True,
         description="Send the Standard Webhooks headers (webhook-id, webhook-timestamp, webhook-signature) beside "
@@ -157,6 +181,11 @@ class Settings(BaseSettings):
     @classmethod
     def _password_is_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
         return _long_enough(value, MIN_ADMIN_PASSWORD_LENGTH, "The operator password")
+
+    @field_validator("operator_webhook_secret")
+    @classmethod
+    def _operator_secret_is_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        return _long_enough(value, MIN_OPERATOR_SECRET_LENGTH, "The operator webhook secret")
 
     @field_validator("secret_key")
     @classmethod
@@ -214,6 +243,15 @@ class Settings(BaseSettings):
                 f"WEBHOOKS_VISIBILITY_TIMEOUT ({self.broker_visibility_timeout} s) must exceed the task time limit "
                 f"({self.task_time_limit} s, from the attempt deadline); otherwise Redis hands a delivery "
                 "that is still running to another worker and its receiver gets it twice."
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _operator_webhook_has_a_secret(self) -> Settings:
+        if self.operator_webhook_url and self.operator_webhook_secret is None:
+            raise ValueError(
+                "WEBHOOKS_OPERATOR_WEBHOOK_SECRET must be set with WEBHOOKS_OPERATOR_WEBHOOK_URL: operator events "
+                "are signed like every delivery."
             )
         return self
 

@@ -29,7 +29,8 @@ class State(enum.Enum):
     RETRYING = "retrying"  # attempted, failed, the next attempt is scheduled
     DELIVERED = "delivered"  # a 2xx acknowledged it
     FAILED = "failed"  # MAX_ATTEMPTS attempts failed: the dead letter, for redelivery
-    DROPPED = "dropped"  # the endpoint was disabled, removed, or its address refused
+    DROPPED = "dropped"  # the endpoint was removed, its address refused, or its held deliveries discarded
+    HELD = "held"  # the endpoint is disabled: kept until an operator enables it (pipeline/hold.py)
 
     @property
     def final(self) -> bool:

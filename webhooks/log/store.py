@@ -134,6 +134,25 @@ redis.call('EXPIRE', KEYS[6], ARGV[16])
 return redis.call('ZCARD', KEYS[3])
 """
 
+#: DeliveryLog.held, run in Redis: one delivery listed as held, if the log has it. KEYS: the delivery hash, then
+#: the index of each state. ARGV: now, retention, delivery id, the held state, then the name of each state, in
+#: the order of their indexes. Returns 1 if the delivery was there.
+_MARK_HELD = """
+local before = redis.call('HMGET', KEYS[1], 'state', 'started_at')
+if not before[1] then return 0 end
+redis.call('HSET', KEYS[1], 'state', ARGV[4], 'updated_at', ARGV[1], 'next_retry_at', '')
+for i = 2, #KEYS do
+    local name = ARGV[3 + i]
+    if name == ARGV[4] then
+        redis.call('ZADD', KEYS[i], before[2] or ARGV[1], ARGV[3])
+        redis.call('EXPIRE', KEYS[i], ARGV[2])
+    elseif name == before[1] then
+        redis.call('ZREM', KEYS[i], ARGV[3])
+    end
+end
+return 1
+"""
+
 _SUMMARY_FIELDS = (
     "event_id",
     "endpoint_id",
@@ -178,6 +197,7 @@ class DeliveryLog:
         self._clock = clock
         self.location = location(client)
         self._list_pending = client.register_script(_LIST_PENDING)
+        self._mark_held = client.register_script(_MARK_HELD)
         self._record_attempt = client.register_script(_RECORD_ATTEMPT)
         self._query = client.register_script(QUERY_SCRIPT)
 
@@ -204,6 +224,20 @@ class DeliveryLog:
         if records:
             count = self._run(self._record_attempt, [self._attempt_script_input(record) for record in records])
             self._trim_if_full(int(count))
+
+    def held(self, endpoint_id: str, event_ids: Sequence[str]) -> None:
+        """List deliveries to a disabled endpoint as ``held`` (``pipeline/hold.py``), in one round trip."""
+        now, states = self._clock(), [state.value for state in State]
+        self._run(
+            self._mark_held,
+            [
+                (
+                    [self.KEY_DELIVERY.format(id=did), *self._state_keys()],
+                    [now, self.retention, did, State.HELD.value, *states],
+                )
+                for did in (delivery_id(event_id, endpoint_id) for event_id in event_ids)
+            ],
+        )
 
     def restart(self, did: str) -> Delivery:
         """Begin a new attempt series for a delivery (a redelivery): ``pending``, attempts back to 0."""

@@ -39,6 +39,8 @@ class Made:
     event_id: str
     body: str
     attempt: Attempt
+    #: Seconds the receiver asked to wait (``Retry-After``); it lengthens the countdown before the next attempt.
+    retry_after: float | None = None
 
     @property
     def state(self) -> State:
@@ -113,7 +115,7 @@ def attempt(settings: Settings, endpoint: Endpoint, event_id: str, body: str, nu
             error="TimeLimitExceeded",
             reason=TIME_LIMIT_REASON,
         )
-    return Made(endpoint.id, event_id, body, attempt_of(result, number, now))
+    return Made(endpoint.id, event_id, body, attempt_of(result, number, now), result.retry_after_seconds)
 
 
 def refusal(endpoint_id: str, event_id: str, body: str, number: int, why: str) -> Made:

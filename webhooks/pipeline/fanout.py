@@ -1,7 +1,8 @@
 """Fan-out: the deliveries of a batch of events, listed as pending in the delivery log, as task calls.
 
-Subscribers are read as ids only (one SMEMBERS per event name); each delivery reads its endpoint at
-send time. The deliveries to one endpoint travel in one task (``deliver_many``) when there are several.
+Subscribers, enabled or not, are read as ids only (one SMEMBERS per event name); each delivery reads its
+endpoint at send time (and holds what is for a disabled one). The deliveries to one endpoint travel in one task
+(``deliver_many``) when there are several.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def fan_out(registry: Registry, log: DeliveryLog, events: Sequence[tuple[str, st
     batch: list[FannedOut] = []
     for name, event_id, body in events:
         if name not in subscribers:
-            subscribers[name] = registry.subscribers(name)
+            subscribers[name] = registry.subscribers(name)  # a disabled one's are held by its task (hold.py)
         batch.append(FannedOut(event_id, name, body, subscribers[name]))
     try:  # pending first: an attempt's record must never be overwritten by its own pending one
         log.enqueued(batch)

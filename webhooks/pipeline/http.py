@@ -22,6 +22,7 @@ from requests_hardened.ip_filter import InvalidIPAddress
 from webhooks.__about__ import __version__
 from webhooks.pipeline.address import AddressPolicy, PinnedAddressAdapter
 from webhooks.pipeline.deadline import WATCHED_POOL_CLASSES, deadline
+from webhooks.pipeline.health import retry_after_seconds
 from webhooks.pipeline.reasons import deadline_reason, reason
 from webhooks.registry.base import Endpoint, masked_url
 from webhooks.settings import Settings
@@ -81,6 +82,8 @@ class AttemptResult:
     #: The headers ``build_headers`` made (signature included, never a secret), and the receiver's.
     request_headers: Mapping[str, str] = field(default_factory=dict)
     response_headers: Mapping[str, str] = field(default_factory=dict)
+    #: Seconds a 429 or 503 asked for in ``Retry-After`` (``health.retry_after_seconds``).
+    retry_after_seconds: float | None = None
 
     def describe(self) -> str:
         """``HTTP 503`` or the error, for log lines and retry reasons."""
@@ -153,6 +156,7 @@ def send(
             status_code = response.status_code
             excerpt = _read_excerpt(response)  # cut short if the deadline passes; the status stands (spec 4.1)
             received = dict(response.headers)
+            retry_after = retry_after_seconds(status_code, response.headers.get("Retry-After"), now)
     except InvalidIPAddress as exc:
         return AttemptResult(
             Outcome.DROP,
@@ -173,7 +177,15 @@ def send(
             Outcome.RETRY, None, _elapsed_ms(started), error=error, reason=why, request_headers=headers
         )
     outcome, elapsed = classify(status_code), _elapsed_ms(started)
-    return AttemptResult(outcome, status_code, elapsed, excerpt, request_headers=headers, response_headers=received)
+    return AttemptResult(
+        outcome,
+        status_code,
+        elapsed,
+        excerpt,
+        request_headers=headers,
+        response_headers=received,
+        retry_after_seconds=retry_after,
+    )
 
 
 def _read_excerpt(response: requests.Response) -> bytes:

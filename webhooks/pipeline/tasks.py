@@ -28,6 +28,7 @@ from functools import cache
 from typing import Any
 from uuid import uuid4
 
+import redis
 from billiard.einfo import ExceptionInfo, ExceptionWithTraceback  # type: ignore[attr-defined]
 from celery import Signature, Task
 from celery.app.task import Context
@@ -44,10 +45,14 @@ from webhooks.errors import (
     RegistryUnavailableError,
     RetryableDeliveryError,
 )
-from webhooks.log import DeliveryLog, State, open_delivery_log
+from webhooks.log import DeliveryLog, State, open_delivery_log, store_client
 from webhooks.pipeline.attempt import FailedAttempt, Made, attempt, record, refusal
 from webhooks.pipeline.fanout import fan_out
-from webhooks.pipeline.guard import unsendable
+from webhooks.pipeline.health import wait_before_retry
+from webhooks.pipeline.hold import HeldDeliveries
+from webhooks.pipeline.lanes import Lanes, Slot
+from webhooks.pipeline.notices import OPERATOR_ENDPOINT_ID, operator_endpoint, unsendable_to
+from webhooks.pipeline.watch import after_attempts
 from webhooks.queue import EVENTS_PER_FANOUT, FANOUT_INBOX_TASK, FANOUT_MANY_TASK, TaskCall, queue_for
 from webhooks.queue.base import (
     DELIVER_MANY_TASK,
@@ -69,6 +74,12 @@ logger = logging.getLogger("webhooks.delivery")
 def registry() -> Registry:
     """The worker's registry, opened on first use (after a prefork worker has forked)."""
     return open_registry(settings)
+
+
+@cache
+def lanes() -> Lanes:
+    """The per-endpoint in-flight slots and circuits (``lanes.py``), opened on first use."""
+    return Lanes.for_settings(store_client(settings.store_url), settings)
 
 
 @cache
@@ -128,6 +139,7 @@ class _Task(Task):  # type: ignore[type-arg]
         **options: Any,
     ) -> Any:
         if isinstance(exc, FailedAttempt) and exc.made is not None:
+            countdown = wait_before_retry(countdown or 0, exc.made.retry_after, settings.retry_backoff_max)
             limit = self.max_retries if max_retries is None else max_retries
             retries_left = limit is None or self.request.retries < limit
             made = exc.made.scheduled(countdown or 0) if retries_left else exc.made
@@ -223,12 +235,19 @@ def deliver(self: Task[[str, str, str], None], endpoint_id: str, event_id: str, 
     """
     number = self.request.retries + 1
     endpoint = current_endpoint(endpoint_id)
+    if endpoint == DISABLED:
+        return hold(endpoint_id, [[event_id, body]])
     if isinstance(endpoint, str):
         made = refusal(endpoint_id, event_id, body, number, endpoint)
-    elif why := unsendable(endpoint, event_id, body):  # not an event this endpoint takes: never signed
+    elif why := unsendable_to(endpoint, event_id, body):  # not an event this endpoint takes: never signed
         made = refusal(endpoint_id, event_id, body, number, why)
     else:
+        slot = lanes().take(endpoint_id)
+        if slot.id is None:
+            return wait_for_slot(deliveries_call(endpoint_id, [[event_id, body]], self.request.retries), slot)
         made = attempt(settings, endpoint, event_id, body, number)
+        lanes().give_back(endpoint_id, slot, [made])
+        notify(after_attempts(settings, registry(), [made]))
     if made.state in (State.DELIVERED, State.DROPPED):
         record(delivery_log(), [made])
     if made.state is not State.DELIVERED:
@@ -255,27 +274,36 @@ def deliver_many(
     """
     number = self.request.retries + 1
     endpoint = current_endpoint(endpoint_id)
+    if endpoint == DISABLED:
+        hold(endpoint_id, deliveries)
+        return {"held": len(deliveries)}
     if isinstance(endpoint, str):
         refused = [refusal(endpoint_id, event_id, body, number, endpoint) for event_id, body in deliveries]
         record(delivery_log(), refused)
         raise refused[0].error()
+    slot = lanes().take(endpoint_id)
+    if slot.id is None:
+        wait_for_slot(deliveries_call(endpoint_id, deliveries, self.request.retries), slot)
+        return {"waiting": len(deliveries)}
     made: list[Made] = []
     started = time.monotonic()
     for event_id, body in deliveries:
         if not keeps_sending(time.monotonic() - started, len(made), len(deliveries)):
             break
-        if why := unsendable(endpoint, event_id, body):  # not an event this endpoint takes: never signed
+        if why := unsendable_to(endpoint, event_id, body):  # not an event this endpoint takes: never signed
             made.append(refusal(endpoint_id, event_id, body, number, why))
             continue
         one = attempt(settings, endpoint, event_id, body, number)
-        made.append(one.scheduled(retry_countdown(number)) if one.state is State.RETRYING else one)
+        made.append(one.scheduled(retry_countdown(number, one.retry_after)) if one.state is State.RETRYING else one)
+    lanes().give_back(endpoint_id, slot, made)
     record(delivery_log(), made)
     waiting = [one for one in made if one.state is State.RETRYING]
     retries = [retry_call(one) for one in waiting]
     rest = deliveries[len(made) :]
     seconds_each = (time.monotonic() - started) / max(len(made), 1)
     try:
-        queue_for(app).enqueue(retries + hand_on(endpoint_id, rest, seconds_each, self.request.retries))
+        notices = after_attempts(settings, registry(), made)
+        queue_for(app).enqueue(retries + hand_on(endpoint_id, rest, seconds_each, self.request.retries) + notices)
     except OperationalError as exc:
         raise Reject(exc, requeue=True) from exc
     announce_retries(self, retries, waiting)
@@ -285,14 +313,16 @@ def deliver_many(
     return dict(counts)
 
 
-def retry_countdown(number: int) -> int:
-    """Seconds before the attempt after attempt ``number``, as Celery's autoretry computes it for ``deliver``."""
-    return get_exponential_backoff_interval(
+def retry_countdown(number: int, retry_after: float | None = None) -> float:
+    """Seconds before the attempt after attempt ``number``, as Celery's autoretry computes it for ``deliver``
+    and ``_Task.retry`` lengthens it for a ``Retry-After`` of ``retry_after`` seconds."""
+    countdown = get_exponential_backoff_interval(
         factor=int(max(1.0, deliver.retry_backoff)),
         retries=number - 1,
         maximum=deliver.retry_backoff_max,
         full_jitter=deliver.retry_jitter,
     )
+    return wait_before_retry(countdown, retry_after, deliver.retry_backoff_max)
 
 
 def keeps_sending(elapsed: float, made: int, total: int) -> bool:
@@ -316,11 +346,44 @@ def hand_on(endpoint_id: str, rest: Sequence[Sequence[str]], seconds_each: float
 
 def current_endpoint(endpoint_id: str) -> Endpoint | str:
     """The endpoint as configured now, or why nothing is sent to it."""
+    if endpoint_id == OPERATOR_ENDPOINT_ID:
+        return operator_endpoint(settings) or "WEBHOOKS_OPERATOR_WEBHOOK_URL is not set"
     try:
         endpoint = registry().get(endpoint_id)
     except EndpointNotFoundError:
         return "the endpoint was removed"
-    return endpoint if endpoint.enabled else "the endpoint is disabled"
+    return endpoint if endpoint.enabled else DISABLED
+
+
+def wait_for_slot(call: TaskCall, slot: Slot) -> None:
+    """Put a delivery over its endpoint's cap back on the queue, due when the slot says: it waits in the broker,
+    not in this thread. A broker that refuses it puts the task itself back on the queue."""
+    try:
+        queue_for(app).enqueue([replace(call, task_id=str(uuid4()), due=slot.taken_at + slot.wait_seconds)])
+    except OperationalError as exc:
+        raise Reject(exc, requeue=True) from exc
+
+
+#: ``current_endpoint`` of a disabled endpoint: its deliveries are held (``hold.py``), not dropped.
+DISABLED = "the endpoint is disabled"
+
+
+def hold(endpoint_id: str, deliveries: Sequence[Sequence[str]]) -> None:
+    """Hold deliveries for a disabled endpoint; a store that cannot take them puts the task back on the queue."""
+    try:
+        HeldDeliveries.for_settings(store_client(settings.store_url), delivery_log(), settings).hold(
+            endpoint_id, deliveries
+        )
+    except redis.RedisError as exc:
+        raise Reject(exc, requeue=True) from exc
+
+
+def notify(calls: Sequence[TaskCall]) -> None:
+    """Enqueue operator events; a broker that refuses them is reported, not raised: the attempt was made."""
+    try:
+        queue_for(app).enqueue(calls)
+    except OperationalError as exc:
+        logger.warning("The operator events above were not sent: the broker refused them (%s).", exc)
 
 
 def retry_call(made: Made) -> TaskCall:

@@ -100,6 +100,8 @@ class Endpoint(BaseModel):
     secret: str = Field(repr=False)
     events: frozenset[EventName]
     enabled: bool = True
+    #: Why a disabled endpoint was disabled (automatically: after a run of failures, or a 410 Gone).
+    disabled_reason: str = ""
     description: str = ""
     #: During a secret rotation the previous secret still signs, until this time.
     previous_secret: str | None = Field(None, repr=False)
@@ -124,10 +126,6 @@ class Endpoint(BaseModel):
             return check_events(str(name) for name in value)
         return value
 
-    def subscribes_to(self, event_name: str) -> bool:
-        """True when this endpoint should receive events called ``event_name`` now."""
-        return self.enabled and event_name in self.events
-
     def signing_secrets(self, now: datetime) -> list[str]:
         """Secrets to sign with: the current one first, then the previous one while its overlap lasts."""
         expires = self.previous_secret_expires_at
@@ -144,9 +142,10 @@ class Registry(Protocol):
         ...
 
     def subscribers(self, event_name: str) -> list[str]:
-        """The ids of the enabled endpoints subscribed to ``event_name``.
+        """The ids of the endpoints subscribed to ``event_name``, enabled or not.
 
-        Ids only: fan-out needs no more, and each delivery reads its endpoint again when it is sent.
+        Ids only: fan-out needs no more, and each delivery reads its endpoint again when it is sent (and
+        holds what is for a disabled one, ``pipeline/hold.py``).
         """
         ...
 
@@ -181,8 +180,8 @@ class WritableRegistry(Registry, Protocol):
         """Deliver to this endpoint again, from the next event on."""
         ...
 
-    def disable(self, endpoint_id: str) -> Endpoint:
-        """Stop delivering at once; retries already scheduled are dropped when they come up."""
+    def disable(self, endpoint_id: str, reason: str = "") -> Endpoint:
+        """Stop delivering at once, recording ``reason``; retries already scheduled are dropped when they come up."""
         ...
 
     def remove(self, endpoint_id: str) -> None:

@@ -66,9 +66,16 @@ def edited(
     events: Iterable[str] | str | None = None,
     description: str | None = None,
     enabled: bool | None = None,
+    disabled_reason: str | None = None,
 ) -> Endpoint:
     """``endpoint`` with the given fields changed (None keeps a field), validated again."""
-    changes = {"url": url, "events": events, "description": description, "enabled": enabled}
+    changes = {
+        "url": url,
+        "events": events,
+        "description": description,
+        "enabled": enabled,
+        "disabled_reason": disabled_reason,
+    }
     fields = endpoint.model_dump() | {name: value for name, value in changes.items() if value is not None}
     return validated(fields)
 

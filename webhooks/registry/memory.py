@@ -34,7 +34,7 @@ class MemoryRegistry:
             raise EndpointNotFoundError(endpoint_id) from None
 
     def subscribers(self, event_name: str) -> list[str]:
-        return [endpoint.id for endpoint in self._endpoints.values() if endpoint.subscribes_to(event_name)]
+        return [endpoint.id for endpoint in self._endpoints.values() if event_name in endpoint.events]
 
     def list(self) -> list[Endpoint]:
         return list(self._endpoints.values())

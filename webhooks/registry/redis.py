@@ -1,13 +1,14 @@
 """The Redis registry: endpoints operators change at run time (``WEBHOOKS_REGISTRY=redis``).
 
 Workers read Redis on every lookup and cache nothing, so a change reaches them with the next
-event or attempt, without a restart; a disabled endpoint's pending retries are dropped at send time.
+event or attempt, without a restart; a disabled endpoint's deliveries, pending retries included, are held at send time.
 
 Layout (key templates below, rq style; no key literal appears anywhere else):
 
 - one JSON document per endpoint (the Endpoint model, secrets included);
 - a sorted set of every id, scored by a creation counter, so ``list()`` keeps creation order;
-- one set per event name holding the ids of the *enabled* endpoints subscribed to it.
+- one set per event name holding the ids of the endpoints subscribed to it, enabled or not (a disabled
+  one's deliveries are held, ``pipeline/hold.py``).
 
 Fan-out reads one event's set: one round trip and no documents, however many endpoints there are
 (each delivery reads its endpoint's document when it is sent). Writes WATCH the endpoint's document,
@@ -121,10 +122,10 @@ class RedisRegistry:
         return self._edit(endpoint_id, lambda old: edited(old, url=url, events=events, description=description))
 
     def enable(self, endpoint_id: str) -> Endpoint:
-        return self._edit(endpoint_id, lambda old: edited(old, enabled=True))
+        return self._edit(endpoint_id, lambda old: edited(old, enabled=True, disabled_reason=""))
 
-    def disable(self, endpoint_id: str) -> Endpoint:
-        return self._edit(endpoint_id, lambda old: edited(old, enabled=False))
+    def disable(self, endpoint_id: str, reason: str = "") -> Endpoint:
+        return self._edit(endpoint_id, lambda old: edited(old, enabled=False, disabled_reason=reason))
 
     def remove(self, endpoint_id: str) -> None:
         def delete(old: Endpoint | None) -> None:
@@ -207,8 +208,8 @@ class RedisRegistry:
             pipe.set(self._key(endpoint_id), new.model_dump_json())
             if score is not None:
                 pipe.zadd(self.KEY_ENDPOINTS, {endpoint_id: score})
-        before = old.events if old is not None and old.enabled else frozenset()
-        after = new.events if new is not None and new.enabled else frozenset()
+        before = old.events if old is not None else frozenset()
+        after = new.events if new is not None else frozenset()
         for name in sorted(before - after):
             pipe.srem(self.KEY_BY_EVENT.format(name=name), endpoint_id)
         for name in sorted(after - before):

@@ -38,7 +38,8 @@ def export_document(endpoints: Iterable[Endpoint]) -> str:
     for endpoint in endpoints:
         entry = endpoint.model_dump(mode="json", exclude_none=True)
         entry["events"] = [name for name in EVENT_NAMES if name in endpoint.events]
-        if not endpoint.description:
-            del entry["description"]
+        for empty in ("description", "disabled_reason"):
+            if not entry[empty]:
+                del entry[empty]
         entries.append(entry)
     return EXPORT_HEADER + yaml.safe_dump({"endpoints": entries}, sort_keys=False, allow_unicode=True)

@@ -25,6 +25,7 @@ RECORD_KEYS = [
     "url",
     "events",
     "enabled",
+    "disabled_reason",
     "description",
     "secret",
     "previous_secret",
@@ -90,6 +91,7 @@ def test_add_json_is_the_stable_record_with_the_secret(services, registry):
         "url": "https://a.example.com/",
         "events": list(EVENT_NAMES),
         "enabled": False,
+        "disabled_reason": None,
         "description": "All",
         "secret": endpoint.secret,
         "previous_secret": None,
@@ -148,17 +150,25 @@ def test_list_is_an_aligned_table(services, registry, crm):
     lines = invoke(services, "endpoints", "list").stdout.splitlines()
     assert lines == [
         "ID               STATUS    URL                            DESCRIPTION  EVENTS",
-        f"{crm.id}  enabled   https://crm.example.com/hooks  CRM team     user_created, user_updated",
+        f"{crm.id}  healthy   https://crm.example.com/hooks  CRM team     user_created, user_updated",
         f"{off.id}  disabled  https://all.example.com/                    all",
     ]
 
 
 def test_list_json_masks_secrets_unless_revealed(services, crm):
     (record,) = run_json(services, "endpoints", "list")
-    assert list(record) == RECORD_KEYS
+    assert list(record) == [*RECORD_KEYS, "state"]
+    assert record["state"] == "healthy"
     assert MASKED.fullmatch(record["secret"]) and record["secret"].endswith(crm.secret[-4:])
     (revealed,) = run_json(services, "endpoints", "list", "--reveal")
     assert revealed["secret"] == crm.secret
+
+
+def test_list_and_show_say_why_an_endpoint_was_disabled(services, registry, crm):
+    registry.disable(crm.id, "it answered 410 Gone")
+    assert f"{crm.id}  disabled (it answered 410 Gone)  " in invoke(services, "endpoints", "list").stdout
+    assert "enabled      no (it answered 410 Gone)" in invoke(services, "endpoints", "show", crm.id).stdout
+    assert run_json(services, "endpoints", "show", crm.id)["disabled_reason"] == "it answered 410 Gone"
 
 
 def test_show_masks_the_secret_unless_revealed(services, crm):
@@ -254,14 +264,48 @@ def test_update_errors(services, crm):
     )
 
 
+def test_enable_with_deliveries_held_asks_to_deliver_or_discard_them(services, registry, crm):
+    from webhooks.ops.held import held_deliveries
+
+    registry.disable(crm.id)
+    held = held_deliveries(services)
+    held.hold(crm.id, [["evt_1", "{}"], ["evt_2", "{}"]])
+    result = invoke(services, "endpoints", "enable", crm.id)
+    assert result.exit_code != 0
+    assert f"Endpoint {crm.id!r} has 2 deliveries held while it was disabled" in result.output
+    assert not registry.get(crm.id).enabled
+    result = invoke(services, "endpoints", "enable", crm.id, "--discard-held")
+    assert result.stdout.splitlines()[0] == f"Enabled endpoint {crm.id}, discarding 2 held."
+    assert held.count(crm.id) == 0 and registry.get(crm.id).enabled
+
+
+def test_enable_deliver_held_sends_each_as_a_new_attempt_series(services, registry, crm, enqueued):
+    from webhooks.log import FannedOut, State
+    from webhooks.ops.held import held_deliveries
+
+    body = '{"id":"evt_1"}'
+    services.log.enqueued([FannedOut("evt_1", "user_created", body, [crm.id])])
+    registry.disable(crm.id)
+    held_deliveries(services).hold(crm.id, [["evt_1", body], ["evt_2", body]])  # evt_2: expired from the log
+    assert services.log.get(f"evt_1@{crm.id}").state is State.HELD
+    result = invoke(services, "endpoints", "enable", crm.id, "--deliver-held")
+    assert result.stdout.splitlines()[0] == f"Enabled endpoint {crm.id}, sending the 2 held deliveries."
+    restarted = services.log.get(f"evt_1@{crm.id}")
+    assert (restarted.state, restarted.series) == (State.PENDING, 2)
+    assert [(call.name, call.args[:2], call.retries) for call in enqueued.calls()] == [
+        ("webhooks.deliver", (crm.id, "evt_1"), 0),
+        ("webhooks.deliver", (crm.id, "evt_2"), 0),
+    ]
+
+
 def test_disable_and_enable(services, registry, crm):
     result = invoke(services, "endpoints", "disable", crm.id)
     assert result.stdout.splitlines()[0] == (
-        f"Disabled endpoint {crm.id}: nothing more is delivered to it, pending retries included."
+        f"Disabled endpoint {crm.id}: its deliveries, pending retries included, are held until `enable`."
     )
-    assert registry.subscribers("user_created") == []
+    assert registry.get(crm.id).enabled is False
     assert run_json(services, "endpoints", "enable", crm.id)["enabled"] is True
-    assert registry.subscribers("user_created") == [crm.id]
+    assert registry.get(crm.id).enabled is True
     assert_error(invoke(services, "endpoints", "enable", "ep_nope"), UNKNOWN_ID)
     assert_error(invoke(services, "endpoints", "disable", "ep_nope"), UNKNOWN_ID)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 import fakeredis
 import pytest
@@ -261,6 +262,23 @@ def test_an_unreachable_delivery_log_still_shows_the_endpoints(registry):
         response = client.get(path)
         assert response.status_code == 200
         assert "The delivery log at redis://127.0.0.1:1/0 cannot be reached" in response.get_data(as_text=True)
+
+
+def test_the_list_shows_operator_notices_as_a_banner_and_why_an_endpoint_was_disabled(client, registry):
+    from webhooks.log import store_client
+    from webhooks.pipeline.notices import KEY_NOTICES, Notice, announce
+
+    endpoint = registry.add("https://gone.example.com/", ["all"])
+    registry.disable(endpoint.id, "it answered 410 Gone")
+    store = store_client(settings().store_url)
+    notice = Notice("endpoint_disabled", endpoint.id, "it answered 410 Gone", datetime.now(UTC))
+    announce(settings(), store, [notice])
+    try:
+        page = client.get("/").get_data(as_text=True)
+    finally:
+        store.delete(KEY_NOTICES)
+    assert f"Endpoint &#39;{endpoint.id}&#39; was disabled: it answered 410 Gone." in page
+    assert '<div class="muted">it answered 410 Gone</div>' in page
 
 
 def test_metrics_need_the_sign_in_or_the_bearer_token(registry, log):

@@ -175,6 +175,13 @@ def test_unsafe_addresses_are_refused_before_connecting(host):
 
 
 @responses.activate
+def test_send_reads_retry_after_of_a_429():
+    responses.post("https://crm.example.com/hooks", status=429, headers={"Retry-After": "120"})
+    result = send(requests.Session(), endpoint(), BODY, timeout=(1, 1), now=NOW)
+    assert (result.outcome, result.retry_after_seconds) == (Outcome.RETRY, 120.0)
+
+
+@responses.activate
 def test_send_keeps_the_headers_it_sent_and_those_it_received():
     responses.post("https://crm.example.com/hooks", status=503, headers={"Retry-After": "30"})
     result = send(requests.Session(), endpoint(), BODY, timeout=(1, 1), now=NOW)

@@ -14,15 +14,24 @@ from kombu.exceptions import OperationalError
 
 from tests.cli import unreachable_redis
 from webhooks.errors import PermanentDeliveryError, RetryableDeliveryError
+from webhooks.events import build_event, serialize
 from webhooks.log import Attempt, DeliveryLog, State
 from webhooks.pipeline import tasks
 from webhooks.pipeline.attempt import Made
 from webhooks.registry import Endpoint, MemoryRegistry
+from webhooks.samples import sample_event_kwargs
 from webhooks.signing import HEADER, verify
 
-#: An event's envelope (spec 2.1): what the delivery tasks check before signing (pipeline/guard.py).
-TIMES = '"occurred_at":"2026-11-24T09:00:00Z","created_at":"2026-11-24T09:00:00Z","updated_at":"2026-11-24T09:00:00Z"'
-BODY = '{"id":"evt_1","name":"user_created","scope":"service",' + TIMES + "}"
+#: When the test events were built: a fixed instant, so every body is the same bytes on every run.
+NOW = datetime(2026, 11, 24, 9, tzinfo=UTC)
+
+
+def body(n: int = 1, name: str = "user_created") -> str:
+    """Event ``evt_<n>`` as publish_event() serializes it: the delivery tasks validate it before signing."""
+    return serialize(build_event(name, **sample_event_kwargs(name), event_id=f"evt_{n}", now=NOW)).decode()
+
+
+BODY = body()
 URL = "https://crm.example.com/hooks"
 SECRET = "whsec_meta_0123456789abcdef"
 
@@ -37,7 +46,7 @@ def registry(monkeypatch):
                 id="off",
                 url="https://off.example.com/",
                 secret="whsec_off_0123456789abcdef",
-                events=["all"],
+                events=["user_updated"],
                 enabled=False,
             ),
         ]
@@ -79,11 +88,15 @@ def test_an_always_failing_endpoint_gets_eleven_attempts_then_fails(registry):
 
 
 @responses.activate
-def test_a_disabled_endpoint_is_dropped_without_a_request(registry):
-    result = deliver("off")
-    assert isinstance(result.result, PermanentDeliveryError)
-    assert "disabled" in str(result.result)
+def test_a_disabled_endpoints_delivery_is_held_without_a_request(registry, log, held):
+    assert deliver("off").successful()
     assert len(responses.calls) == 0
+    assert held.peek("off") == [["evt_1", BODY]]
+
+
+def test_fanout_gives_a_disabled_subscriber_its_deliveries_so_that_they_are_held(registry, enqueued):
+    assert tasks.fanout_many.apply(args=([["user_updated", "evt_1", BODY]],)).get() == 3
+    assert sorted(call.args[0] for call in enqueued) == ["all", "crm", "off"]
 
 
 @responses.activate
@@ -164,15 +177,42 @@ def test_an_always_failing_endpoint_ends_failed_in_the_log(registry, log):
 
 
 def test_a_dropped_delivery_is_logged_with_its_reason(registry, log):
-    deliver("off")
-    delivery = log.get("evt_1@off")
+    deliver("gone")
+    delivery = log.get("evt_1@gone")
     assert delivery.state is State.DROPPED
-    assert delivery.last_result == "Dropped: the endpoint is disabled"
+    assert delivery.last_result == "Dropped: the endpoint was removed"
 
 
 def test_fanout_lists_its_deliveries_as_pending_first(registry, log, enqueued):
     tasks.fanout_many.apply(args=([["user_created", "evt_1", BODY]],))
     assert {(d.id, d.state) for d in log.find()} == {("evt_1@crm", State.PENDING), ("evt_1@all", State.PENDING)}
+
+
+@responses.activate
+def test_a_delivery_over_its_endpoints_cap_waits_on_the_queue_not_in_a_thread(registry, log, enqueued, monkeypatch):
+    from webhooks.pipeline.lanes import Lanes
+
+    full = Lanes(fakeredis.FakeRedis(decode_responses=True), limit=1, lapse_seconds=60, deadline_seconds=20)
+    full.take("crm")
+    monkeypatch.setattr(tasks, "lanes", lambda: full)
+    before = datetime.now(UTC).timestamp()
+    assert tasks.deliver.apply(args=("crm", "evt_1", BODY), retries=3).successful()
+    assert deliver_many(2).get() == {"waiting": 2}
+    assert len(responses.calls) == 0
+    single, batch = sorted(enqueued, key=lambda call: call.name)
+    assert (single.name, single.args, single.retries) == ("webhooks.deliver", ("crm", "evt_1", BODY), 3)
+    assert single.due is not None and single.due > before
+    assert (batch.name, len(batch.args[1])) == ("webhooks.deliver_many", 2)
+
+
+@pytest.fixture
+def held(log):
+    from webhooks.log import store_client
+    from webhooks.pipeline.hold import KEY_HELD, HeldDeliveries
+
+    store = store_client(tasks.settings.store_url)
+    store.delete(KEY_HELD.format(id="off"))
+    return HeldDeliveries.for_settings(store, log, tasks.settings)
 
 
 @responses.activate
@@ -197,13 +237,28 @@ def test_a_batch_retry_is_due_after_the_backoff_celery_computes_for_deliver():
         assert all(0 <= tasks.retry_countdown(number) <= ceiling for _ in range(20))
 
 
+@responses.activate
+def test_a_retry_after_lengthens_the_wait_celery_chose_but_adds_no_attempt(registry, log):
+    responses.post(URL, status=429, headers={"Retry-After": "600"})
+    result = deliver()
+    assert result.failed() and len(responses.calls) == 11
+    first = log.get("evt_1@crm").history[0]
+    assert first.next_retry_at is not None
+    assert (first.next_retry_at - first.at).total_seconds() == min(600, tasks.deliver.retry_backoff_max)
+
+
+@responses.activate
+def test_a_retry_after_in_a_batch_lengthens_its_retry_due_time(registry, log, enqueued):
+    responses.post(URL, status=503, headers={"Retry-After": "600"})
+    deliver_many(1)
+    (retry,) = enqueued
+    failed = log.get("evt_1@crm").history[0]
+    assert retry.due == pytest.approx(failed.at.timestamp() + min(600, tasks.deliver.retry_backoff_max), abs=1)
+
+
 def test_a_retry_reason_reads_as_a_sentence_in_flower():
     error = RetryableDeliveryError("HTTP 503 from endpoint 'crm' (attempt 4 of 11)", endpoint_id="crm", attempt=4)
     assert repr(error) == "RetryableDeliveryError: HTTP 503 from endpoint 'crm' (attempt 4 of 11)"
-
-
-def body(n):
-    return f'{{"id":"evt_{n}","name":"user_created","scope":"service",{TIMES}}}'
 
 
 def deliver_many(count, endpoint_id="crm", **options):
@@ -264,11 +319,16 @@ def test_a_batch_past_its_time_hands_what_it_has_not_attempted_to_other_tasks(re
 
 
 @responses.activate
-def test_a_batch_to_a_disabled_endpoint_drops_every_delivery_without_a_request(registry, log, enqueued):
-    result = deliver_many(2, "off")
-    assert isinstance(result.result, PermanentDeliveryError)
+def test_a_batch_to_a_disabled_endpoint_holds_every_delivery_without_a_request(registry, log, enqueued, held):
+    assert deliver_many(2, "off").get() == {"held": 2}
     assert len(responses.calls) == 0
-    assert [log.get(f"evt_{n}@off").state for n in (1, 2)] == [State.DROPPED] * 2
+    assert held.peek("off") == [["evt_1", body(1)], ["evt_2", body(2)]]
+
+
+def test_a_batch_to_a_removed_endpoint_drops_every_delivery_without_a_request(registry, log, enqueued):
+    result = deliver_many(2, "gone")
+    assert isinstance(result.result, PermanentDeliveryError)
+    assert [log.get(f"evt_{n}@gone").state for n in (1, 2)] == [State.DROPPED] * 2
 
 
 @responses.activate

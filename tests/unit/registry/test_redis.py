@@ -61,9 +61,9 @@ def index(registry: RedisRegistry) -> dict[str, set[str]]:
 
 
 def expected_index(registry: RedisRegistry) -> dict[str, set[str]]:
-    """The per-event sets the documents call for: enabled endpoints under each event they subscribe to."""
+    """The per-event sets the documents call for: endpoints, enabled or not, under each event they subscribe to."""
     endpoints = registry.list()
-    return {name: {e.id for e in endpoints if e.enabled and name in e.events} for name in EVENT_NAMES}
+    return {name: {e.id for e in endpoints if name in e.events} for name in EVENT_NAMES}
 
 
 def assert_consistent(registry: RedisRegistry) -> None:
@@ -107,10 +107,10 @@ def test_add_refuses_bad_input_with_a_sentence_and_writes_nothing(registry, url,
     assert registry._redis.keys("*") == []
 
 
-def test_a_disabled_endpoint_is_listed_but_not_indexed(registry):
+def test_a_disabled_endpoint_is_listed_and_indexed_so_that_its_deliveries_are_held(registry):
     endpoint = registry.add("https://a.example.com/", ["user_created"], enabled=False)
     assert registry.list() == [endpoint]
-    assert registry.subscribers("user_created") == []
+    assert registry.subscribers("user_created") == [endpoint.id]
     assert_consistent(registry)
 
 
@@ -134,12 +134,12 @@ def test_keys_come_from_the_class_templates(registry):
 # subscribed and the per-event index
 
 
-def test_subscribed_returns_the_enabled_endpoints_subscribed_to_the_event(registry):
+def test_subscribed_returns_the_endpoints_subscribed_to_the_event_enabled_or_not(registry):
     crm = registry.add("https://crm.example.com/", ["user_created", "user_updated"])
     every = registry.add("https://all.example.com/", ["all"])
-    registry.add("https://off.example.com/", ["all"], enabled=False)
-    assert set(registry.subscribers("user_created")) == {crm.id, every.id}
-    assert set(registry.subscribers("company_created")) == {every.id}
+    off = registry.add("https://off.example.com/", ["all"], enabled=False)
+    assert set(registry.subscribers("user_created")) == {crm.id, every.id, off.id}
+    assert set(registry.subscribers("company_created")) == {every.id, off.id}
     assert registry.subscribers("no_such_event") == []
 
 
@@ -152,11 +152,11 @@ def test_the_index_follows_updates_of_the_events(registry):
     assert_consistent(registry)
 
 
-def test_the_index_follows_disable_enable_and_remove(registry):
+def test_the_index_keeps_a_disabled_endpoint_and_follows_remove(registry):
     endpoint = registry.add("https://a.example.com/", ["all"])
     other = registry.add("https://b.example.com/", ["user_created"])
     assert registry.disable(endpoint.id).enabled is False
-    assert all(endpoint.id not in ids for ids in index(registry).values())
+    assert all(endpoint.id in ids for ids in index(registry).values())  # its deliveries are held
     assert_consistent(registry)
     assert registry.enable(endpoint.id).enabled is True
     assert all(endpoint.id in ids for ids in index(registry).values())
@@ -169,11 +169,11 @@ def test_the_index_follows_disable_enable_and_remove(registry):
     assert_consistent(registry)
 
 
-def test_update_of_a_disabled_endpoint_keeps_it_out_of_the_index(registry):
+def test_update_of_a_disabled_endpoint_moves_it_in_the_index(registry):
     endpoint = registry.add("https://a.example.com/", ["user_created"], enabled=False)
-    registry.update(endpoint.id, events=["all"])
+    registry.update(endpoint.id, events=["company_created"])
     assert_consistent(registry)
-    assert registry.subscribers("user_created") == []
+    assert (registry.subscribers("user_created"), registry.subscribers("company_created")) == ([], [endpoint.id])
 
 
 OPERATIONS = st.lists(
@@ -275,9 +275,10 @@ def test_a_concurrent_change_between_read_and_write_is_not_lost(registry, server
 
     monkeypatch.setattr(redis_module, "edited", edited_while_another_process_disables)
     changed = registry.update(endpoint.id, url="https://b.example.com/")
-    assert calls == [{"url": "https://b.example.com/", "events": None, "description": None}, {"enabled": False}] + [
-        {"url": "https://b.example.com/", "events": None, "description": None}
-    ]
+    assert calls == [
+        {"url": "https://b.example.com/", "events": None, "description": None},
+        {"enabled": False, "disabled_reason": ""},
+    ] + [{"url": "https://b.example.com/", "events": None, "description": None}]
     assert changed.url == "https://b.example.com/" and changed.enabled is False
     assert_consistent(registry)
 

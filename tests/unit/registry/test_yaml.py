@@ -37,7 +37,7 @@ def load(tmp_path, text):
 def test_loads_endpoints_and_filters_subscribers(tmp_path):
     registry = load(tmp_path, GOOD)
     assert [endpoint.id for endpoint in registry.list()] == ["crm", "everything", "paused"]
-    assert registry.subscribers("user_created") == ["crm", "everything"]
+    assert registry.subscribers("user_created") == ["crm", "everything", "paused"]  # paused: held
     assert registry.subscribers("company_created") == ["everything"]
     assert len(registry.get("everything").events) == 12
     assert registry.get("everything").description == "Data warehouse"

@@ -24,6 +24,9 @@ from webhooks.ops.cli.output import (
     health_lines,
     health_record,
 )
+from webhooks.ops.health import endpoint_states
+from webhooks.ops.held import HeldChoice
+from webhooks.ops.held import enable as enable_endpoint
 from webhooks.ops.services import Services
 from webhooks.pipeline.address import AddressPolicy, check_deliverable
 from webhooks.registry import Endpoint, writable
@@ -86,12 +89,15 @@ def add(services: Services, url: str, events: tuple[str, ...], description: str,
 @json_option
 @pass_services
 def list_endpoints(services: Services, reveal: bool, as_json: bool) -> None:
-    """List every endpoint, enabled or not.
+    """List every endpoint with its state: healthy, degraded, circuit open, or disabled (and why).
 
     Secrets appear only with --json, masked unless --reveal.
     """
-    now = datetime.now(UTC)
-    records = [endpoint_record(endpoint, now=now, reveal=reveal) for endpoint in services.registry.list()]
+    now, listed = datetime.now(UTC), services.registry.list()
+    states = endpoint_states(services, listed)
+    records = [
+        endpoint_record(endpoint, now=now, reveal=reveal) | {"state": states[endpoint.id]} for endpoint in listed
+    ]
     if as_json:
         echo_json(records)
     elif records:
@@ -153,12 +159,15 @@ def update(
 
 @endpoints.command()
 @endpoint_id_argument
+@click.option("--deliver-held", "choice", flag_value="deliver", help="Send the deliveries held while it was disabled.")
+@click.option("--discard-held", "choice", flag_value="discard", help="Drop them (recorded as dropped in the log).")
 @json_option
 @pass_services
-def enable(services: Services, endpoint_id: str, as_json: bool) -> None:
-    """Deliver to an endpoint again, from the next event on."""
-    endpoint = writable(services.registry).enable(endpoint_id)
-    show(endpoint, as_json=as_json, message=f"Enabled endpoint {endpoint.id}.")
+def enable(services: Services, endpoint_id: str, choice: HeldChoice | None, as_json: bool) -> None:
+    """Deliver to an endpoint again, from the next event on, and the held ones if asked."""
+    endpoint, handled = enable_endpoint(services, endpoint_id, choice)
+    done = {"deliver": f", sending the {handled} held deliveries", "discard": f", discarding {handled} held"}
+    show(endpoint, as_json=as_json, message=f"Enabled endpoint {endpoint.id}{done.get(choice or '', '')}.")
 
 
 @endpoints.command()
@@ -166,9 +175,9 @@ def enable(services: Services, endpoint_id: str, as_json: bool) -> None:
 @json_option
 @pass_services
 def disable(services: Services, endpoint_id: str, as_json: bool) -> None:
-    """Stop delivering to an endpoint, pending retries included."""
+    """Stop delivering to an endpoint; its deliveries, pending retries included, are held until it is enabled."""
     endpoint = writable(services.registry).disable(endpoint_id)
-    message = f"Disabled endpoint {endpoint.id}: nothing more is delivered to it, pending retries included."
+    message = f"Disabled endpoint {endpoint.id}: its deliveries, pending retries included, are held until `enable`."
     show(endpoint, as_json=as_json, message=message)
 
 

@@ -58,6 +58,7 @@ def endpoint_record(endpoint: Endpoint, *, now: datetime, reveal: bool) -> dict[
         "url": endpoint.url if reveal else masked_url(endpoint.url),
         "events": [name for name in EVENT_NAMES if name in endpoint.events],
         "enabled": endpoint.enabled,
+        "disabled_reason": endpoint.disabled_reason or None,
         "description": endpoint.description,
         "secret": endpoint.secret if reveal else mask(endpoint.secret),
         "previous_secret": (previous if reveal else mask(previous)) if previous else None,
@@ -70,13 +71,18 @@ def events_text(events: Sequence[str]) -> str:
     return "all" if len(events) == len(EVENT_NAMES) else ", ".join(events)
 
 
+def because(record: Mapping[str, Any]) -> str:
+    """`` (why it was disabled)`` when the record says, else nothing."""
+    return f" ({record['disabled_reason']})" if record.get("disabled_reason") else ""
+
+
 def details(record: Mapping[str, Any]) -> str:
     """One endpoint as aligned ``field  value`` lines."""
     rows = [
         ("id", record["id"]),
         ("url", record["url"]),
         ("events", events_text(record["events"])),
-        ("enabled", "yes" if record["enabled"] else "no"),
+        ("enabled", "yes" if record["enabled"] else f"no{because(record)}"),
         ("description", record["description"]),
         ("secret", record["secret"]),
     ]
@@ -103,7 +109,7 @@ def endpoint_table(records: Sequence[Mapping[str, Any]]) -> str:
     rows = [
         (
             record["id"],
-            "enabled" if record["enabled"] else "disabled",
+            record.get("state", "enabled") if record["enabled"] else f"disabled{because(record)}",
             record["url"],
             record["description"],
             events_text(record["events"]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import redis
 from flask import Blueprint, current_app, flash, redirect, render_template, request, session, url_for
 from werkzeug.wrappers import Response
 
@@ -14,6 +15,8 @@ from webhooks.events import EVENT_GROUPS, EVENT_NAMES
 from webhooks.log import STATE_NAMES, DeliverySummary, EndpointActivity, Page, State
 from webhooks.log.health import COUNTED_STATES
 from webhooks.log.records import RESPONSE_EXCERPT_BYTES
+from webhooks.ops.health import endpoint_states
+from webhooks.ops.held import HeldChoice, enable, held_deliveries
 from webhooks.ops.redelivery import redeliver, redeliver_failed
 from webhooks.ops.services import Services
 from webhooks.ops.web.auth import local_url
@@ -22,6 +25,7 @@ from webhooks.ops.web.filters import DeliveryFilters, EndpointFilters
 from webhooks.ops.web.forms import EndpointForm
 from webhooks.ops.wording import plural
 from webhooks.pipeline.address import AddressPolicy
+from webhooks.pipeline.notices import Notice, recent_notices
 from webhooks.publish import send_test_event
 from webhooks.registry import WritableRegistry, masked_url
 from webhooks.registry import writable as registry_writable
@@ -77,8 +81,23 @@ def endpoints() -> str:
     except DeliveryLogError as exc:  # the endpoints are still worth showing
         log_error = str(exc)
     return render_template(
-        "endpoints.html", endpoints=listed, summaries=activity, log_error=log_error, filters=filters, pages=pages
+        "endpoints.html",
+        endpoints=listed,
+        summaries=activity,
+        log_error=log_error,
+        filters=filters,
+        pages=pages,
+        notices=operator_notices(),
+        endpoint_states=endpoint_states(services(), listed),
     )
+
+
+def operator_notices() -> list[Notice]:
+    """The latest operator notices for the banner; none when the store cannot be read (the page still shows)."""
+    try:
+        return recent_notices(services().store)
+    except redis.RedisError:
+        return []
 
 
 @blueprint.get("/deliveries")
@@ -137,6 +156,7 @@ def endpoint_page(endpoint_id: str, *, revealed: bool) -> str:
         health = services().log.activity([endpoint_id])[endpoint_id]
     except DeliveryLogError as exc:
         log_error = str(exc)
+    held = 0 if endpoint.enabled else held_deliveries(services()).count(endpoint_id)
     return render_template(
         "endpoint.html",
         endpoint=endpoint,
@@ -145,6 +165,7 @@ def endpoint_page(endpoint_id: str, *, revealed: bool) -> str:
         has_failed=has_failed,
         health=health,
         log_error=log_error,
+        held=held,
     )
 
 
@@ -193,11 +214,14 @@ def edit_endpoint(endpoint_id: str) -> Response | str | tuple[str, int]:
 def set_enabled(endpoint_id: str) -> Response:
     registry = writable()
     if request.form.get("enabled") == "true":
-        registry.enable(endpoint_id)
-        flash("Delivery enabled.", "success")
+        choices: dict[str, HeldChoice] = {"deliver": "deliver", "discard": "discard"}
+        choice = choices.get(request.form.get("held", ""))
+        _, handled = enable(services(), endpoint_id, choice)
+        done = {"deliver": f" {handled} held deliveries sent.", "discard": f" {handled} held deliveries discarded."}
+        flash("Delivery enabled." + done.get(choice or "", ""), "success")
     else:
         registry.disable(endpoint_id)
-        flash("Delivery disabled: pending retries to this endpoint will be dropped.", "success")
+        flash("Delivery disabled: its deliveries, pending retries included, are held until it is enabled.", "success")
     return redirect(local_url(request.form.get("back"), url_for("views.endpoint", endpoint_id=endpoint_id)))
 
 
