@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="repetitions of each measurement (default 3)")
     parser.add_argument("--quick", action="store_true", help="a tenth of the counts, once: checks the harness")
-    parser.add_argument("--only", default="ABCDEFG", help="scenarios to run, e.g. AB (default all)")
+    parser.add_argument("--only", default="ABCDEFGH", help="scenarios to run, e.g. AB (default all)")
     parser.add_argument(
         "--broker",
         choices=BROKERS,
@@ -41,9 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="folder for results.md and .json")
     parser.add_argument("--values", type=Path, help=argparse.SUPPRESS)  # a RabbitMQ run's values, for its parent
     args = parser.parse_args(argv)
-    unknown = set(args.only.upper()) - set("ABCDEFG")
+    unknown = set(args.only.upper()) - set("ABCDEFGH")
     if unknown or args.repeat < 1:
-        parser.error(f"--only takes letters A to G (got {args.only!r}); --repeat at least 1 (got {args.repeat}).")
+        parser.error(f"--only takes letters A to H (got {args.only!r}); --repeat at least 1 (got {args.repeat}).")
     plan = Plan(
         repeat=1 if args.quick else args.repeat,
         scale=0.1 if args.quick else 1.0,

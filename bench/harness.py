@@ -198,7 +198,7 @@ class Harness:
         return f"http://127.0.0.1:{self.receiver_port}{path}"
 
     def endpoint_url(self, label: str, delay_ms: int = 0, status: int = 200) -> str:
-        return self.receiver_url(f"/{delay_ms}/{status}/{label}")
+        return self.receiver_url(endpoint_path(label, delay_ms, status))
 
     def receiver_stats(self, arrivals: bool = False) -> dict[str, Any]:
         path = "/_stats?arrivals=1" if arrivals else "/_stats"
@@ -211,21 +211,29 @@ class Harness:
         wait_until(lambda: self.receiver_stats()["unanswered"] == 0, timeout=60, what="the receiver's slow answers")
         requests.post(self.receiver_url("/_reset"), timeout=5).raise_for_status()
 
-    def wait_for_arrivals(self, count: int, *, timeout: float, what: str) -> dict[str, Any]:
-        """Wait until the receiver has ``count`` distinct deliveries; fail if a process failed or a signature was
-        wrong."""
+    def wait_for_arrivals(
+        self, count: int, *, timeout: float, what: str, endpoint: str | None = None
+    ) -> dict[str, Any]:
+        """Wait until the receiver has ``count`` distinct deliveries, or, given an ``endpoint`` (its path,
+        ``endpoint_path``), ``count`` of that endpoint's; fail if a process failed or a signature was wrong."""
 
         def arrived() -> dict[str, Any] | None:
             for process in self.processes:
                 if process.popen.poll() not in (None, 0):
                     raise BenchError(f"{process.name} exited:\n{process.output()[-3000:]}")
             stats = self.receiver_stats()
-            return stats if stats["distinct"] >= count else None
+            counted = stats if endpoint is None else stats["endpoints"].get(endpoint, {"distinct": 0})
+            return stats if counted["distinct"] >= count else None
 
         stats = wait_until(arrived, timeout=timeout, what=what, interval=0.05)
         if stats["bad_signatures"]:
             raise BenchError(f"{stats['bad_signatures']} of {stats['count']} requests failed signature checks.")
         return stats
+
+
+def endpoint_path(label: str, delay_ms: int = 0, status: int = 200) -> str:
+    """The receiver's path that answers ``status`` after ``delay_ms``; its figures are kept under it."""
+    return f"/{delay_ms}/{status}/{label}"
 
 
 @contextmanager

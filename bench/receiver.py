@@ -5,8 +5,12 @@ keep-alive loop (about a tenth of the cost of ``http.server`` per request) that 
 request's signature, so a throughput figure only counts deliveries a real receiver would accept.
 The path says how to answer: ``/<delay_ms>/<status>/<label>``, e.g. ``/100/200/ours`` answers 200
 after 100 ms. The harness reads ``GET /_stats`` (requests, distinct deliveries and duplicates, the last
-new delivery's arrival, CPU seconds, and with ``?arrivals=1`` the first arrival of each delivery) and
-clears it with ``POST /_reset``.
+new delivery's arrival, the same per endpoint with the most of its requests open at once, CPU seconds, and
+with ``?arrivals=1`` the first arrival of each delivery) and clears it with ``POST /_reset``.
+
+A request whose sender gives up (closes the connection, as ours does at its read time-out) is no longer
+``unanswered``: its sender is not busy with it any more, so a hanging endpoint's requests do not hold up
+the next measurement's reset once the senders' time-outs have passed.
 
 Run: ``python -m bench.receiver --port 8123 --secret whsec_...``.
 """
@@ -27,6 +31,22 @@ ID_PREFIX = b'"id":"'
 
 
 @dataclass
+class EndpointStats:
+    """What arrived for one endpoint (a path), kept as it arrives so ``/_stats`` costs no more to build."""
+
+    count: int = 0
+    distinct: int = 0
+    #: Arrival time of its latest delivery that had not arrived before.
+    last: float | None = None
+    #: Its requests waiting for their delayed answer, on connections still open, and the most at once.
+    open: int = 0
+    most_open: int = 0
+
+    def document(self) -> dict[str, object]:
+        return {"count": self.count, "distinct": self.distinct, "last": self.last, "most_open": self.most_open}
+
+
+@dataclass
 class Stats:
     """What arrived since the last reset.
 
@@ -36,21 +56,39 @@ class Stats:
 
     count: int = 0
     bad_signatures: int = 0
-    #: Requests whose answer is still delayed (a slow endpoint's): their senders are still busy with them.
+    #: Requests whose answer is still delayed (a slow endpoint's), on connections still open: their senders are
+    #: still busy with them.
     unanswered: int = 0
     #: Arrival time of the latest delivery that had not arrived before.
     last: float | None = None
     seen: set[tuple[str, str]] = field(default_factory=set)
     #: (arrival time, event id, endpoint) of every delivery's first arrival, in arrival order.
     arrivals: list[tuple[float, str, str]] = field(default_factory=list)
+    endpoints: dict[str, EndpointStats] = field(default_factory=dict)
 
-    def add(self, at: float, event_id: str, endpoint: str, verified: bool) -> None:
+    def add(self, at: float, event_id: str, endpoint: str, verified: bool) -> EndpointStats:
+        """Count one request; returns its endpoint's figures."""
         self.count += 1
         self.bad_signatures += not verified
+        one = self.endpoints.get(endpoint) or self.endpoints.setdefault(endpoint, EndpointStats())
+        one.count += 1
         if (event_id, endpoint) not in self.seen:
             self.seen.add((event_id, endpoint))
-            self.last = at
+            self.last = one.last = at
+            one.distinct += 1
             self.arrivals.append((at, event_id, endpoint))
+        return one
+
+    def held(self, one: EndpointStats) -> None:
+        """A request of ``one``'s waits for its delayed answer."""
+        self.unanswered += 1
+        one.open += 1
+        one.most_open = max(one.most_open, one.open)
+
+    def released(self, one: EndpointStats) -> None:
+        """A delayed request was answered, or its sender gave up on it."""
+        self.unanswered -= 1
+        one.open -= 1
 
     def document(self, arrivals: bool) -> dict[str, object]:
         times = os.times()
@@ -62,6 +100,7 @@ class Stats:
             "unanswered": self.unanswered,
             "last": self.last,
             "cpu_seconds": times.user + times.system,
+            "endpoints": {path: one.document() for path, one in self.endpoints.items()},
         }
         if arrivals:
             document["arrivals"] = self.arrivals
@@ -76,10 +115,19 @@ class Receiver(asyncio.Protocol):
         self.secret = secret
         self.buffer = bytearray()
         self.transport: asyncio.Transport | None = None
+        #: This connection's requests waiting for their delayed answer: a token each, with its timer.
+        self.delayed: dict[object, tuple[asyncio.TimerHandle, Stats, EndpointStats]] = {}
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """The sender gave up on the requests still waiting here: it is no longer busy with them."""
+        for timer, stats, one in self.delayed.values():
+            timer.cancel()
+            stats.released(one)
+        self.delayed.clear()
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
@@ -102,12 +150,14 @@ class Receiver(asyncio.Protocol):
             self.stats[0] = Stats()
             self.answer(200, b"{}")
         else:
-            self.stats[0].add(time.time(), event_id(body), path, self.verified(headers, body))
+            stats = self.stats[0]
+            one = stats.add(time.time(), event_id(body), path, self.verified(headers, body))
             delay_ms, status = (int(part) for part in path.split("/")[1:3])
             if delay_ms:
-                stats = self.stats[0]
-                stats.unanswered += 1
-                asyncio.get_running_loop().call_later(delay_ms / 1000, self.answer_late, stats, status)
+                stats.held(one)
+                token = object()
+                timer = asyncio.get_running_loop().call_later(delay_ms / 1000, self.answer_late, token, status)
+                self.delayed[token] = (timer, stats, one)
             else:
                 self.answer(status, b"ok")
 
@@ -118,8 +168,9 @@ class Receiver(asyncio.Protocol):
             return False
         return True
 
-    def answer_late(self, stats: Stats, status: int) -> None:
-        stats.unanswered -= 1
+    def answer_late(self, token: object, status: int) -> None:
+        _, stats, one = self.delayed.pop(token)
+        stats.released(one)
         self.answer(status, b"ok")
 
     def answer(self, status: int, body: bytes) -> None:

@@ -1,4 +1,4 @@
-"""Scenarios A-G of the benchmark, each run ``repeat`` times per sender in one run on one machine.
+"""Scenarios A-H of the benchmark, each run ``repeat`` times per sender in one run on one machine.
 
 Workers are started once per sender and phase (their start-up is never timed); throughput is
 counted at the receiver, distinct deliveries only, from the first publish to the last new arrival.
@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.events import bodies
-from bench.harness import Harness, Process, cpu_seconds, pss_bytes, rss_bytes, wait_until
+from bench.harness import Harness, Process, cpu_seconds, endpoint_path, pss_bytes, rss_bytes, wait_until
 from bench.report import Stat
 from bench.senders import (
     QUEUE,
     SCRATCH_DB,
     STORE_DB,
+    broker_idle,
     celery_messages,
     drop_queues,
     naive_app,
@@ -35,7 +36,9 @@ from bench.senders import (
     raw_started,
     register,
 )
+from webhooks.pipeline.lanes import KEY_INFLIGHT
 from webhooks.queue.redis import KEY_WAITING
+from webhooks.registry.redis import RedisRegistry
 
 MB = 1024 * 1024
 #: Seconds to wait for the deliveries of one run before declaring the run broken.
@@ -51,6 +54,11 @@ SCALE_OUT = (1, 2, 4, 8)
 RAW_THREADS_MOST = 1024
 #: A line of bench/probe.py (Celery logs what a worker prints, so it follows a log prefix).
 PROBE_LINE = re.compile(r"\bprobe (fanout|deliver|fanned) (\S+) (.+)$", re.MULTILINE)
+#: Milliseconds H's hanging endpoint takes to answer: longer than our workers' read time-out (15 s), so every
+#: attempt to it times out.
+HANGING_DELAY_MS = 60_000
+#: Seconds the attempts to H's hanging endpoint may take to end once it is removed (each times out in 15 s).
+HANGING_RELEASE_SECONDS = 120
 
 
 @dataclass
@@ -59,7 +67,7 @@ class Plan:
 
     repeat: int = 3
     scale: float = 1.0
-    only: frozenset[str] = frozenset("ABCDEFG")
+    only: frozenset[str] = frozenset("ABCDEFGH")
 
     def n(self, count: int) -> int:
         return max(10, round(count * self.scale))
@@ -117,18 +125,37 @@ class Throughput:
         results.add(f"{measure} duplicates", sender, self.duplicates)
 
 
-def receive(harness: Harness, count: int, start: Callable[[], object]) -> Throughput:
+def receive(
+    harness: Harness,
+    count: int,
+    start: Callable[[], object],
+    endpoint: str | None = None,
+    settle: Callable[[], object] = lambda: None,
+) -> Throughput:
     """Deliveries per second of ``count`` distinct deliveries that ``start()`` sets off, from the moment it is
-    called (the first publish) to the last new arrival, and how many arrived twice."""
+    called (the first publish) to the last new arrival, and how many arrived twice.
+
+    ``endpoint``: count only that endpoint's deliveries (its receiver path). ``settle()`` runs once they have
+    arrived, before every task must be acknowledged: what leaves the next measurement a clean state.
+    """
     harness.reset_receiver()
     cpu_before = harness.receiver_stats()["cpu_seconds"]
     started = time.time()
     start()
-    stats = harness.wait_for_arrivals(count, timeout=RUN_TIMEOUT_SECONDS, what=f"{count} deliveries")
-    span = max(stats["last"] - started, 1e-6)
+    stats = harness.wait_for_arrivals(
+        count,
+        timeout=RUN_TIMEOUT_SECONDS,
+        what=f"{count} deliveries{f' to {endpoint}' if endpoint else ''}",
+        endpoint=endpoint,
+    )
+    counted = stats if endpoint is None else stats["endpoints"][endpoint]
+    span = max(counted["last"] - started, 1e-6)
+    settle()
     wait_until(lambda: queues_empty(harness), timeout=60, what="every task to be acknowledged")
-    duplicates = harness.receiver_stats()["duplicates"]
-    return Throughput(stats["distinct"] / span, (stats["cpu_seconds"] - cpu_before) / span, span, duplicates)
+    after = harness.receiver_stats()
+    after = after if endpoint is None else after["endpoints"][endpoint]
+    duplicates = after["count"] - after["distinct"]
+    return Throughput(counted["distinct"] / span, (stats["cpu_seconds"] - cpu_before) / span, span, duplicates)
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -487,9 +514,7 @@ def waiting_retries(harness: Harness, plan: Plan, results: Results) -> None:
 
 
 def retries_waiting(harness: Harness) -> int:
-    client = harness.redis()
-    idle = client.llen(QUEUE) == 0 and client.hlen("unacked") == 0
-    return int(client.zcard(KEY_WAITING)) if idle else 0
+    return int(harness.redis().zcard(KEY_WAITING)) if broker_idle(harness) else 0
 
 
 # Scale-out on scenario B.
@@ -502,11 +527,66 @@ def scale_out(harness: Harness, plan: Plan, results: Results) -> None:
             register(harness, [url])
             for _ in range(plan.repeat):
                 count = plan.n(6000)
-                cpu_before = sum(cpu_seconds(w.popen.pid) for w in workers)
+                cpu_before = workers_cpu(workers)
                 result = receive(harness, count, lambda count=count: publish_batch(count))
-                busy = (sum(cpu_seconds(w.popen.pid) for w in workers) - cpu_before) / result.span
+                busy = (workers_cpu(workers) - cpu_before) / result.span
                 result.add_to(results, f"G {processes}", "ours")
                 results.add(f"G {processes} cores", "ours", busy)
+
+
+# A healthy endpoint beside one that hangs until our time-out.
+
+
+def hanging_neighbour(harness: Harness, plan: Plan, results: Results) -> None:
+    """H: the healthy endpoint's deliveries/s alone (as A), then with a second endpoint subscribed to the same
+    events that answers only after our read time-out, so that every attempt to it times out.
+
+    Also kept: our workers' CPU per healthy delivery (less noisy than a rate on a shared machine), the most
+    requests the hanging endpoint held open at once (what its in-flight cap bounds) and the attempts it
+    received. Each measurement beside it ends with its work cleared (``release_hanging``).
+    """
+    healthy, hanging = endpoint_path("healthy"), endpoint_path("hanging", HANGING_DELAY_MS)
+    count = plan.n(5000)
+    with ours_workers(harness) as workers:
+        register(harness, [harness.receiver_url(healthy)])
+        receive(harness, count, lambda: publish_batch(count), endpoint=healthy)  # threads and connections started
+        for _ in range(plan.repeat):
+            for sender, paths in (("alone", [healthy]), ("ours", [healthy, hanging])):
+                ids = register(harness, [harness.receiver_url(path) for path in paths])
+                busy = [workers_cpu(workers)]
+
+                def settle(ids: list[str] = ids, busy: list[float] = busy) -> None:
+                    busy.append(workers_cpu(workers))
+                    for endpoint_id in ids[1:]:
+                        release_hanging(harness, endpoint_id)
+
+                result = receive(harness, count, lambda: publish_batch(count), endpoint=healthy, settle=settle)
+                result.add_to(results, "H", sender)
+                results.add("H workers CPU", sender, (busy[1] - busy[0]) / count * 1000)
+            figures = harness.receiver_stats()["endpoints"].get(hanging, {"most_open": 0, "count": 0})
+            results.add("H hanging most open", "ours", figures["most_open"])
+            results.add("H hanging attempts", "ours", figures["count"])
+
+
+def workers_cpu(workers: list[Process]) -> float:
+    """CPU seconds our worker processes have used so far."""
+    return sum(cpu_seconds(worker.popen.pid) for worker in workers)
+
+
+def release_hanging(harness: Harness, endpoint_id: str) -> None:
+    """Leave nothing of the hanging endpoint's for the next measurement: remove it from the registry (its
+    deliveries still queued are then refused at once), wait for its attempts in flight to time out and give
+    back their slots, then drop its retries and the deliveries over its cap waiting in Redis."""
+    store = harness.redis(STORE_DB)
+    RedisRegistry(store).remove(endpoint_id)
+    inflight = KEY_INFLIGHT.format(id=endpoint_id)
+    wait_until(
+        lambda: store.zcard(inflight) == 0 and broker_idle(harness),
+        timeout=HANGING_RELEASE_SECONDS,
+        what="the hanging endpoint's attempts to time out",
+        interval=0.1,
+    )
+    harness.redis().delete(KEY_WAITING)
 
 
 PHASES: list[tuple[str, Callable[[Harness, Plan, Results], None]]] = [
@@ -518,6 +598,7 @@ PHASES: list[tuple[str, Callable[[Harness, Plan, Results], None]]] = [
     ("DE", probed_phase),
     ("F", waiting_retries),
     ("G", scale_out),
+    ("H", hanging_neighbour),  # last: should its clean-up miss a hanging attempt, no other figure pays for it
 ]
 #: The phases a run on RabbitMQ runs, for its A, B and E (the raw client has no broker; the rest is Redis's).
 RABBITMQ_PHASES = (naive_phase, ours_phase, probed_phase)

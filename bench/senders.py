@@ -266,6 +266,12 @@ def ready_on_rabbitmq(url: str) -> int:
             return 0
 
 
+def broker_idle(harness: Harness) -> bool:
+    """No task of ours queued or unacknowledged on Redis: none running that could still queue another."""
+    client = harness.redis(OURS_DB)
+    return not (client.llen(QUEUE) or client.hlen("unacked"))
+
+
 def queues_empty(harness: Harness) -> bool:
     """Nothing queued or unacknowledged for ours or the naive sender, no retry waiting, no event in the inbox
     and no fan-out holding it (on RabbitMQ: nothing ready on either queue; it does not count unacknowledged)."""

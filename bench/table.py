@@ -7,6 +7,7 @@ from typing import Any
 
 from bench.report import PUBLISHED_BATCH, PUBLISHED_ONE, Row
 from bench.scenarios import SCALE_OUT, Results
+from webhooks.settings import get_settings
 
 #: What the measures of the run on RabbitMQ are prefixed with in the results.
 RABBITMQ = "RabbitMQ "
@@ -163,4 +164,26 @@ def rows(results: Results) -> Iterator[Row]:
             note += f"; {rate / one_process:.2f}x one process"
         workers = f"{processes} worker process{'es' if processes > 1 else ''}"
         row("G", f"scenario B, {workers}", f"G {processes}", "deliveries/s", True, batch, note=note)
+    h_notes = []
+    alone_cpu, beside_cpu = results.median("H workers CPU", "alone"), results.median("H workers CPU", "ours")
+    if alone_cpu is not None and beside_cpu is not None:
+        h_notes.append(f"workers' CPU per healthy delivery: {alone_cpu:.2f} ms alone, {beside_cpu:.2f} ms beside")
+    most_open, attempts = results.median("H hanging most open", "ours"), results.median("H hanging attempts", "ours")
+    if most_open is not None and attempts is not None:
+        h_notes.append(
+            f"the hanging endpoint: at most {most_open:.0f} requests open at once "
+            f"(WEBHOOKS_ENDPOINT_CONCURRENCY={get_settings().endpoint_concurrency}), {attempts:.0f} attempts received"
+        )
+    row(
+        "H",
+        "healthy endpoint beside one hanging until our time-out, 5,000 deliveries",
+        "H",
+        "deliveries/s",
+        True,
+        batch,
+        "alone",
+        label="the same endpoint alone",
+        target=0.9,
+        note="; ".join(h_notes),
+    )
     return iter(made)
