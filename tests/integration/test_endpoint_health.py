@@ -11,6 +11,7 @@ import socket
 import subprocess
 import threading
 import time
+from uuid import uuid4
 
 import pytest
 import redis
@@ -243,3 +244,41 @@ def test_a_hanging_endpoint_holds_at_most_its_cap_and_the_healthy_one_is_served_
         assert hanging.most_open <= 2
     finally:
         hanging.close()
+
+
+#: The rate-limit test's events and limit: six seconds' worth, half published in a batch and half one at a time.
+LIMITED_EVENTS = 30
+LIMIT_PER_SECOND = 5
+
+
+def test_an_endpoints_rate_limit_holds_across_two_workers(broker, redis_server, receiver, tmp_path, start_worker):
+    name = f"limited-{uuid4().hex[:8]}"
+    registry = write_registry(
+        tmp_path / "endpoints.yaml",
+        [
+            {
+                "id": name,
+                "url": receiver.url(f"/{name}"),
+                "secret": "whsec_limited_0123456789abcdef",
+                "events": ["user_created"],
+                "rate_limit_per_second": LIMIT_PER_SECOND,
+            }
+        ],
+    )
+    env = service_env(redis_server, registry, **broker)
+    workers = [start_worker(env, name=f"rate-{n}") for n in (1, 2)]
+    event = ("user_created", sample_event_kwargs("user_created"))
+    half = LIMITED_EVENTS // 2
+    ids = publish(env, [event] * half, batch=True) + publish(env, [event] * half)
+
+    def arrived() -> list[str]:
+        return [json.loads(request.body)["id"] for request in receiver.requests(f"/{name}")]
+
+    wait_until(lambda: set(arrived()) == set(ids), timeout=90, what=f"{LIMITED_EVENTS} deliveries at the limit")
+    assert sorted(arrived()) == sorted(ids)  # none twice
+    times = sorted(request.at for request in receiver.requests(f"/{name}"))
+    # Arrivals lag the attempts' starts by a few milliseconds, so count them in windows a little under a second.
+    busiest = max(sum(1 for t in times if start <= t < start + 0.95) for start in times)
+    assert busiest <= LIMIT_PER_SECOND, f"{busiest} requests arrived within 0.95 s"
+    assert times[-1] - times[0] >= (LIMITED_EVENTS / LIMIT_PER_SECOND - 1) * 0.95
+    assert all(f"endpoint={name}" in worker.output() for worker in workers), "both workers sent some"

@@ -50,8 +50,9 @@ from webhooks.pipeline.attempt import FailedAttempt, Made, attempt, record, refu
 from webhooks.pipeline.fanout import fan_out
 from webhooks.pipeline.health import wait_before_retry
 from webhooks.pipeline.hold import HeldDeliveries
-from webhooks.pipeline.lanes import Lanes, Slot
+from webhooks.pipeline.lanes import Lanes
 from webhooks.pipeline.notices import OPERATOR_ENDPOINT_ID, operator_endpoint, unsendable_to
+from webhooks.pipeline.rate import RateLimits
 from webhooks.pipeline.watch import after_attempts
 from webhooks.queue import EVENTS_PER_FANOUT, FANOUT_INBOX_TASK, FANOUT_MANY_TASK, TaskCall, queue_for
 from webhooks.queue.base import (
@@ -80,6 +81,18 @@ def registry() -> Registry:
 def lanes() -> Lanes:
     """The per-endpoint in-flight slots and circuits (``lanes.py``), opened on first use."""
     return Lanes.for_settings(store_client(settings.store_url), settings)
+
+
+@cache
+def rate_limits() -> RateLimits:
+    """The endpoints' rate-limit windows (``rate.py``), opened on first use."""
+    return RateLimits(store_client(settings.store_url))
+
+
+def rate_wait(endpoint: Endpoint) -> float:
+    """0 if an attempt to the endpoint may start now (counted against its rate limit), else seconds until one may."""
+    per_second = endpoint.rate_limit_per_second
+    return rate_limits().wait_seconds(endpoint.id, per_second) if per_second else 0.0
 
 
 @cache
@@ -242,9 +255,13 @@ def deliver(self: Task[[str, str, str], None], endpoint_id: str, event_id: str, 
     elif why := unsendable_to(endpoint, event_id, body):  # not an event this endpoint takes: never signed
         made = refusal(endpoint_id, event_id, body, number, why)
     else:
+        call = deliveries_call(endpoint_id, [[event_id, body]], self.request.retries)
         slot = lanes().take(endpoint_id)
         if slot.id is None:
-            return wait_for_slot(deliveries_call(endpoint_id, [[event_id, body]], self.request.retries), slot)
+            return come_back(call, slot.taken_at + slot.wait_seconds)
+        if wait := rate_wait(endpoint):
+            lanes().give_back(endpoint_id, slot, [])
+            return come_back(call, time.time() + wait)
         made = attempt(settings, endpoint, event_id, body, number)
         lanes().give_back(endpoint_id, slot, [made])
         notify(after_attempts(settings, registry(), [made]))
@@ -283,16 +300,20 @@ def deliver_many(
         raise refused[0].error()
     slot = lanes().take(endpoint_id)
     if slot.id is None:
-        wait_for_slot(deliveries_call(endpoint_id, deliveries, self.request.retries), slot)
+        come_back(deliveries_call(endpoint_id, deliveries, self.request.retries), slot.taken_at + slot.wait_seconds)
         return {"waiting": len(deliveries)}
     made: list[Made] = []
     started = time.monotonic()
+    rate_limited_until: float | None = None
     for event_id, body in deliveries:
         if not keeps_sending(time.monotonic() - started, len(made), len(deliveries)):
             break
         if why := unsendable_to(endpoint, event_id, body):  # not an event this endpoint takes: never signed
             made.append(refusal(endpoint_id, event_id, body, number, why))
             continue
+        if wait := rate_wait(endpoint):
+            rate_limited_until = time.time() + wait
+            break
         one = attempt(settings, endpoint, event_id, body, number)
         made.append(one.scheduled(retry_countdown(number, one.retry_after)) if one.state is State.RETRYING else one)
     lanes().give_back(endpoint_id, slot, made)
@@ -300,10 +321,14 @@ def deliver_many(
     waiting = [one for one in made if one.state is State.RETRYING]
     retries = [retry_call(one) for one in waiting]
     rest = deliveries[len(made) :]
-    seconds_each = (time.monotonic() - started) / max(len(made), 1)
+    if rate_limited_until is not None:  # the rest waits, as one task, until the endpoint's rate limit lets it go
+        handed_on = [later_call(deliveries_call(endpoint_id, rest, self.request.retries), rate_limited_until)]
+    else:
+        seconds_each = (time.monotonic() - started) / max(len(made), 1)
+        handed_on = hand_on(endpoint_id, rest, seconds_each, self.request.retries)
     try:
         notices = after_attempts(settings, registry(), made)
-        queue_for(app).enqueue(retries + hand_on(endpoint_id, rest, seconds_each, self.request.retries) + notices)
+        queue_for(app).enqueue(retries + handed_on + notices)
     except OperationalError as exc:
         raise Reject(exc, requeue=True) from exc
     announce_retries(self, retries, waiting)
@@ -355,11 +380,16 @@ def current_endpoint(endpoint_id: str) -> Endpoint | str:
     return endpoint if endpoint.enabled else DISABLED
 
 
-def wait_for_slot(call: TaskCall, slot: Slot) -> None:
-    """Put a delivery over its endpoint's cap back on the queue, due when the slot says: it waits in the broker,
-    not in this thread. A broker that refuses it puts the task itself back on the queue."""
+def later_call(call: TaskCall, due: float) -> TaskCall:
+    """``call`` as a task of its own due at ``due`` (Unix seconds)."""
+    return replace(call, task_id=str(uuid4()), due=due)
+
+
+def come_back(call: TaskCall, due: float) -> None:
+    """Put deliveries that may not go yet (their endpoint's in-flight cap or rate limit) back on the queue, due at
+    ``due``: they wait in the broker, not in this thread. A broker that refuses them puts the task itself back."""
     try:
-        queue_for(app).enqueue([replace(call, task_id=str(uuid4()), due=slot.taken_at + slot.wait_seconds)])
+        queue_for(app).enqueue([later_call(call, due)])
     except OperationalError as exc:
         raise Reject(exc, requeue=True) from exc
 

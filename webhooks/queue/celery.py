@@ -2,10 +2,13 @@
 
 A call due later is sent with its countdown: on RabbitMQ with quorum queues Celery's native delayed
 delivery holds it in the broker (``celery_app.py`` configures it), so no worker holds it in memory.
+The countdown is whole seconds (``rabbitmq.py`` says why), rounded up: a wait is never shortened, so a
+delivery waiting for its endpoint's rate limit or in-flight cap does not come back before it may go.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 
@@ -22,7 +25,7 @@ class CeleryQueue(Queue):
             return
         with self.app.producer_or_acquire() as producer:
             for call in calls:
-                countdown = None if call.due is None else max(0, round(call.due - time.time()))
+                countdown = None if call.due is None else max(0, math.ceil(call.due - time.time()))
                 self.app.send_task(
                     call.name,
                     call.args,

@@ -14,7 +14,7 @@ On RabbitMQ the broker holds the task messages only: the registry and the delive
   and it needs the queue's exchange to be a topic exchange: with the default direct one it only logs a
   warning and the task holds a worker slot until it is due. A countdown of 0 is sent at once, and one
   between 0 and 1 makes ``send_task`` raise ValueError (kombu's ``calculate_routing_key``): ``queue/celery.py``
-  sends whole seconds.
+  sends whole seconds, rounded up.
 - ``confirm_publish``: a publish returns once RabbitMQ has taken the message, so a retry or a fan-out is
   never acknowledged before its messages are safe. Not on the connection of the worker's task events, which
   its event loop also reads: a thread waiting there for its confirm could freeze the worker (``consumer.py``).

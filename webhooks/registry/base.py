@@ -28,6 +28,9 @@ MIN_SECRET_LENGTH = 24
 #: The secret of the sample registry file (config/endpoints.yaml): public, so never a real endpoint's.
 PLACEHOLDER_SECRET = "whsec_replace_me_with_32_random_bytes_before_use"
 
+#: Most requests per second an endpoint's rate limit may allow: beyond it a limit would cost more than it spares.
+MAX_RATE_LIMIT_PER_SECOND = 1000
+
 #: What saving an endpoint did: a registry import reports these counts.
 SaveResult = Literal["added", "updated", "unchanged"]
 
@@ -90,6 +93,19 @@ def check_events(names: Iterable[str]) -> frozenset[EventName]:
     return frozenset(chosen)  # type: ignore[arg-type]  # checked against EVENT_NAMES above
 
 
+def parse_rate_limit(text: str) -> int:
+    """An operator's rate limit (CLI, settings page): requests per second, or 0 for ``none``, ``0`` or nothing."""
+    value = text.strip().casefold()
+    if value in ("", "none", "0"):
+        return 0
+    if not value.isdigit() or not 1 <= int(value) <= MAX_RATE_LIMIT_PER_SECOND:
+        raise ValueError(
+            f"The rate limit {text.strip()[:20]!r} is not a whole number of requests per second from 1 to "
+            f"{MAX_RATE_LIMIT_PER_SECOND}, or none."
+        )
+    return int(value)
+
+
 class Endpoint(BaseModel):
     """A receiver URL, its secret and the events it subscribes to."""
 
@@ -103,6 +119,8 @@ class Endpoint(BaseModel):
     #: Why a disabled endpoint was disabled (automatically: after a run of failures, or a 410 Gone).
     disabled_reason: str = ""
     description: str = ""
+    #: At most this many attempts start in any one second, across all workers (``pipeline/rate.py``); None: no limit.
+    rate_limit_per_second: int | None = Field(None, ge=1, le=MAX_RATE_LIMIT_PER_SECOND)
     #: During a secret rotation the previous secret still signs, until this time.
     previous_secret: str | None = Field(None, repr=False)
     previous_secret_expires_at: datetime | None = None
@@ -161,7 +179,15 @@ class WritableRegistry(Registry, Protocol):
     Every write validates first and raises InvalidEndpointError (nothing written) or EndpointNotFoundError.
     """
 
-    def add(self, url: str, events: Iterable[str], *, description: str = "", enabled: bool = True) -> Endpoint:
+    def add(
+        self,
+        url: str,
+        events: Iterable[str],
+        *,
+        description: str = "",
+        enabled: bool = True,
+        rate_limit_per_second: int | None = None,
+    ) -> Endpoint:
         """Create an endpoint with a new id and a new secret."""
         ...
 
@@ -172,8 +198,9 @@ class WritableRegistry(Registry, Protocol):
         url: str | None = None,
         events: Iterable[str] | None = None,
         description: str | None = None,
+        rate_limit_per_second: int | None = None,
     ) -> Endpoint:
-        """Change the given fields; None leaves a field as it is."""
+        """Change the given fields; None leaves a field as it is, and a rate limit of 0 removes the limit."""
         ...
 
     def enable(self, endpoint_id: str) -> Endpoint:

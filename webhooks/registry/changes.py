@@ -45,7 +45,14 @@ def validated(fields: Mapping[str, object]) -> Endpoint:
         raise InvalidEndpointError(" ".join(_sentence(error) for error in exc.errors())) from None
 
 
-def new_endpoint(url: str, events: Iterable[str] | str, *, description: str = "", enabled: bool = True) -> Endpoint:
+def new_endpoint(
+    url: str,
+    events: Iterable[str] | str,
+    *,
+    description: str = "",
+    enabled: bool = True,
+    rate_limit_per_second: int | None = None,
+) -> Endpoint:
     """A new endpoint with a generated id and secret."""
     return validated(
         {
@@ -55,6 +62,7 @@ def new_endpoint(url: str, events: Iterable[str] | str, *, description: str = ""
             "events": events,
             "description": description,
             "enabled": enabled,
+            "rate_limit_per_second": rate_limit_per_second,
         }
     )
 
@@ -67,16 +75,21 @@ def edited(
     description: str | None = None,
     enabled: bool | None = None,
     disabled_reason: str | None = None,
+    rate_limit_per_second: int | None = None,
 ) -> Endpoint:
-    """``endpoint`` with the given fields changed (None keeps a field), validated again."""
+    """``endpoint`` with the given fields changed (None keeps a field; a rate limit of 0 removes it), validated
+    again."""
     changes = {
         "url": url,
         "events": events,
         "description": description,
         "enabled": enabled,
         "disabled_reason": disabled_reason,
+        "rate_limit_per_second": rate_limit_per_second,
     }
     fields = endpoint.model_dump() | {name: value for name, value in changes.items() if value is not None}
+    if rate_limit_per_second == 0:
+        fields["rate_limit_per_second"] = None
     return validated(fields)
 
 

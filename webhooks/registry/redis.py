@@ -100,8 +100,18 @@ class RedisRegistry:
 
     # Writes: what operators do, through the CLI or the settings page.
 
-    def add(self, url: str, events: Iterable[str], *, description: str = "", enabled: bool = True) -> Endpoint:
-        endpoint = new_endpoint(url, events, description=description, enabled=enabled)
+    def add(
+        self,
+        url: str,
+        events: Iterable[str],
+        *,
+        description: str = "",
+        enabled: bool = True,
+        rate_limit_per_second: int | None = None,
+    ) -> Endpoint:
+        endpoint = new_endpoint(
+            url, events, description=description, enabled=enabled, rate_limit_per_second=rate_limit_per_second
+        )
 
         def create(old: Endpoint | None) -> Endpoint:
             if old is not None:
@@ -118,8 +128,14 @@ class RedisRegistry:
         url: str | None = None,
         events: Iterable[str] | None = None,
         description: str | None = None,
+        rate_limit_per_second: int | None = None,
     ) -> Endpoint:
-        return self._edit(endpoint_id, lambda old: edited(old, url=url, events=events, description=description))
+        return self._edit(
+            endpoint_id,
+            lambda old: edited(
+                old, url=url, events=events, description=description, rate_limit_per_second=rate_limit_per_second
+            ),
+        )
 
     def enable(self, endpoint_id: str) -> Endpoint:
         return self._edit(endpoint_id, lambda old: edited(old, enabled=True, disabled_reason=""))

@@ -27,6 +27,7 @@ RECORD_KEYS = [
     "enabled",
     "disabled_reason",
     "description",
+    "rate_limit_per_second",
     "secret",
     "previous_secret",
     "previous_secret_expires_at",
@@ -93,6 +94,7 @@ def test_add_json_is_the_stable_record_with_the_secret(services, registry):
         "enabled": False,
         "disabled_reason": None,
         "description": "All",
+        "rate_limit_per_second": None,
         "secret": endpoint.secret,
         "previous_secret": None,
         "previous_secret_expires_at": None,
@@ -179,6 +181,7 @@ def test_show_masks_the_secret_unless_revealed(services, crm):
         "events       user_created, user_updated",
         "enabled      yes",
         "description  CRM team",
+        "rate limit   none",
         f"secret       {mask(crm.secret)}",
         "this hour    0 delivered · 0 retrying · 0 failed · 0 dropped; no requests sent",
         "last 24 h    0 delivered · 0 retrying · 0 failed · 0 dropped; no requests sent",
@@ -249,9 +252,36 @@ def test_update_replaces_the_given_fields(services, registry, crm):
     assert run_json(services, "endpoints", "update", crm.id, "--description", "")["description"] == ""
 
 
+def test_a_rate_limit_is_set_when_adding_changed_and_removed_with_none(services, registry):
+    args = ["endpoints", "add", "https://a.example.com/", "--event", "all", "--rate-limit", "5"]
+    result = invoke(services, *args)
+    assert result.exit_code == 0, result.output
+    assert "rate limit   5 requests per second" in result.stdout.splitlines()
+    (endpoint,) = registry.list()
+    assert endpoint.rate_limit_per_second == 5
+    assert run_json(services, "endpoints", "update", endpoint.id, "--rate-limit", "1")["rate_limit_per_second"] == 1
+    assert (
+        run_json(services, "endpoints", "update", endpoint.id, "--rate-limit", "none")["rate_limit_per_second"] is None
+    )
+    assert registry.get(endpoint.id).rate_limit_per_second is None
+
+
+@pytest.mark.parametrize("value", ["fast", "-1", "2.5", "1001"])
+def test_a_rate_limit_that_is_not_a_whole_number_from_1_to_1000_is_refused(services, registry, value):
+    assert_error(
+        invoke(services, "endpoints", "add", "https://a.example.com/", "--event", "all", "--rate-limit", value),
+        f"Invalid value for '--rate-limit': The rate limit {value!r} is not a whole number of requests per second "
+        "from 1 to 1000, or none.",
+        2,
+    )
+    assert registry.list() == []
+
+
 def test_update_errors(services, crm):
     assert_error(
-        invoke(services, "endpoints", "update", crm.id), "Give at least one of --url, --event and --description.", 2
+        invoke(services, "endpoints", "update", crm.id),
+        "Give at least one of --url, --event, --description and --rate-limit.",
+        2,
     )
     assert_error(invoke(services, "endpoints", "update", "ep_nope", "--url", "https://a.example.com/"), UNKNOWN_ID)
     assert_error(

@@ -91,6 +91,11 @@ def test_add_an_endpoint_then_see_it_listed(client, registry):
         ({"url": "", "events": ["user_created"]}, "url", "must start with http:// or https://"),
         ({"url": "https://x.example/"}, "events", "at least one event"),
         ({"url": "https://x.example/", "events": ["user_deleted"]}, "events", "Unknown event name"),
+        (
+            {"url": "https://x.example/", "events": ["all"], "rate_limit": "fast"},
+            "rate_limit",
+            "The rate limit &#39;fast&#39; is not a whole number of requests per second from 1 to 1000, or none.",
+        ),
     ],
 )
 def test_form_errors_are_shown_beside_the_field_and_keep_the_input(client, registry, form, field, message):
@@ -142,6 +147,20 @@ def test_edit_enable_disable_rotate_and_delete(client, registry):
     assert post(client, f"{page}/rotate", page, overlap_hours="-1").status_code == 302
     post(client, f"{page}/delete", page)
     assert registry.list() == []
+
+
+def test_a_rate_limit_is_set_shown_and_removed_on_the_page(client, registry):
+    post(client, "/endpoints/new", "/endpoints/new", url="https://a.example/", events=["all"], rate_limit="5")
+    (endpoint,) = registry.list()
+    page = f"/endpoints/{endpoint.id}"
+    assert endpoint.rate_limit_per_second == 5
+    assert "<dt>Rate limit</dt><dd>5 per second</dd>" in client.get(page).get_data(as_text=True)
+    assert 'name="rate_limit" type="text" inputmode="numeric" value="5"' in client.get(f"{page}/edit").get_data(
+        as_text=True
+    )
+    post(client, f"{page}/edit", f"{page}/edit", url="https://a.example/", events=["all"], rate_limit="")
+    assert registry.get(endpoint.id).rate_limit_per_second is None
+    assert "<dt>Rate limit</dt><dd>none</dd>" in client.get(page).get_data(as_text=True)
 
 
 def test_send_test_event_goes_to_this_endpoint_only(client, registry, enqueued):

@@ -388,3 +388,43 @@ def test_a_batch_hands_on_at_once_when_at_the_latency_seen_it_would_take_more_th
     assert not tasks.keeps_sending(budget / 10, 1, 100)  # 100 ms each: ten seconds for the batch, so hand on now
     assert tasks.keeps_sending(budget * 0.3, 3, 10)  # a task handed on, sized to the budget, runs to its end
     assert not tasks.keeps_sending(budget * 1.01, 90, 100)  # past the budget
+
+
+@pytest.fixture
+def limited(registry, monkeypatch):
+    """Endpoint ``crm`` at 2 requests per second, its window in a Redis of its own."""
+    from webhooks.pipeline.rate import RateLimits
+
+    crm = registry.get("crm").model_copy(update={"rate_limit_per_second": 2})
+    monkeypatch.setattr(tasks, "registry", lambda: MemoryRegistry([crm, *registry.list()[1:]]))
+    limits = RateLimits(fakeredis.FakeRedis(decode_responses=True))
+    monkeypatch.setattr(tasks, "rate_limits", lambda: limits)
+    return limits
+
+
+@responses.activate
+def test_a_delivery_over_its_endpoints_rate_limit_waits_on_the_queue_until_the_window_has_room(limited, log, enqueued):
+    responses.post(URL, status=200)
+    before = datetime.now(UTC).timestamp()
+    for n in (1, 2, 3):
+        assert tasks.deliver.apply(args=("crm", f"evt_{n}", body(n)), retries=1).successful()
+    assert [call.request.body for call in responses.calls] == [body(1).encode(), body(2).encode()]
+    (again,) = enqueued
+    assert (again.name, again.args, again.retries) == ("webhooks.deliver", ("crm", "evt_3", body(3)), 1)
+    assert again.due is not None and before < again.due <= datetime.now(UTC).timestamp() + 1.0
+
+
+@responses.activate
+def test_a_batch_sends_what_the_rate_limit_allows_and_the_rest_waits_as_one_task(limited, log, enqueued):
+    responses.post(URL, status=200)
+    before = datetime.now(UTC).timestamp()
+    assert deliver_many(5, retries=2).get() == {"delivered": 2, "handed_on": 3}
+    assert len(responses.calls) == 2
+    (rest,) = enqueued
+    assert (rest.name, [event_id for event_id, _ in rest.args[1]], rest.retries) == (
+        "webhooks.deliver_many",
+        ["evt_3", "evt_4", "evt_5"],
+        2,
+    )
+    assert rest.due is not None and before < rest.due <= datetime.now(UTC).timestamp() + 1.0
+    assert {d.id: d.state for d in log.find()} == {"evt_1@crm": State.DELIVERED, "evt_2@crm": State.DELIVERED}

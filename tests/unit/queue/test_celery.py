@@ -20,7 +20,15 @@ def test_a_later_call_is_sent_with_its_countdown_id_and_count(monkeypatch):
     )
     ((name, args, options),) = sent
     assert (name, args, options["task_id"], options["retries"]) == (CALL.name, CALL.args, "t-4", 2)
-    assert options["countdown"] in (59, 60) and options["argsrepr"] == CALL.argsrepr
+    assert options["countdown"] == 60 and options["argsrepr"] == CALL.argsrepr
+
+
+@pytest.mark.parametrize(("seconds", "countdown"), [(0.2, 1), (1.5, 2), (-3.0, None)])
+def test_a_countdown_is_rounded_up_to_whole_seconds_never_shortening_a_wait(monkeypatch, seconds, countdown):
+    sent = []
+    monkeypatch.setattr(app, "send_task", lambda name, args, **options: sent.append(options["countdown"]))
+    CeleryQueue(app).enqueue([TaskCall(CALL.name, CALL.args, CALL.argsrepr, due=time.time() + seconds)])
+    assert sent == [countdown]  # one past due goes at once
 
 
 def test_a_batch_of_events_becomes_fanout_many_tasks_of_at_most_a_hundred(monkeypatch):

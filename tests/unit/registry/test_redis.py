@@ -107,6 +107,27 @@ def test_add_refuses_bad_input_with_a_sentence_and_writes_nothing(registry, url,
     assert registry._redis.keys("*") == []
 
 
+def test_a_rate_limit_is_kept_changed_and_removed_with_zero(registry):
+    endpoint = registry.add("https://a.example.com/", ["user_created"], rate_limit_per_second=5)
+    assert registry.get(endpoint.id).rate_limit_per_second == 5
+    assert registry.update(endpoint.id, description="kept").rate_limit_per_second == 5
+    assert registry.update(endpoint.id, rate_limit_per_second=2).rate_limit_per_second == 2
+    assert registry.update(endpoint.id, rate_limit_per_second=0).rate_limit_per_second is None
+
+
+@pytest.mark.parametrize(
+    ("per_second", "message"),
+    [
+        (-1, "The endpoint's rate_limit_per_second is invalid: input should be greater than or equal to 1."),
+        (1001, "The endpoint's rate_limit_per_second is invalid: input should be less than or equal to 1000."),
+    ],
+)
+def test_a_rate_limit_out_of_range_is_refused_with_a_sentence(registry, per_second, message):
+    with pytest.raises(InvalidEndpointError, match=re.escape(message)):
+        registry.add("https://a.example.com/", ["user_created"], rate_limit_per_second=per_second)
+    assert registry._redis.keys("*") == []
+
+
 def test_a_disabled_endpoint_is_listed_and_indexed_so_that_its_deliveries_are_held(registry):
     endpoint = registry.add("https://a.example.com/", ["user_created"], enabled=False)
     assert registry.list() == [endpoint]
@@ -275,10 +296,8 @@ def test_a_concurrent_change_between_read_and_write_is_not_lost(registry, server
 
     monkeypatch.setattr(redis_module, "edited", edited_while_another_process_disables)
     changed = registry.update(endpoint.id, url="https://b.example.com/")
-    assert calls == [
-        {"url": "https://b.example.com/", "events": None, "description": None},
-        {"enabled": False, "disabled_reason": ""},
-    ] + [{"url": "https://b.example.com/", "events": None, "description": None}]
+    ours = {"url": "https://b.example.com/", "events": None, "description": None, "rate_limit_per_second": None}
+    assert calls == [ours, {"enabled": False, "disabled_reason": ""}, ours]
     assert changed.url == "https://b.example.com/" and changed.enabled is False
     assert_consistent(registry)
 

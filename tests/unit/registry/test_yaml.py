@@ -25,6 +25,7 @@ endpoints:
     secret: whsec_paused_0123456789abcdef
     events: [user_created]
     enabled: false
+    rate_limit_per_second: 5
 """
 
 
@@ -41,6 +42,7 @@ def test_loads_endpoints_and_filters_subscribers(tmp_path):
     assert registry.subscribers("company_created") == ["everything"]
     assert len(registry.get("everything").events) == 12
     assert registry.get("everything").description == "Data warehouse"
+    assert (registry.get("paused").rate_limit_per_second, registry.get("crm").rate_limit_per_second) == (5, None)
 
 
 def test_unknown_id_raises_not_found(tmp_path):
@@ -76,6 +78,10 @@ def test_empty_file_is_an_empty_registry(tmp_path):
         ("{url: https://a.example/, secret: s, events: [all]}", "endpoint #1: id is required"),
         ("{id: a, url: https://a.example/, secret: s, events: [all], colour: red}", "endpoint #1 ('a'): colour"),
         ("{id: a, url: https://a.example/, secret: s, events: []}", "at least one event"),
+        (
+            "{id: a, url: https://a.example/, secret: s, events: [all], rate_limit_per_second: 0}",
+            "endpoint #1 ('a'): rate_limit_per_second",
+        ),
     ],
 )
 def test_invalid_entries_are_named(tmp_path, entry, message):

@@ -30,7 +30,7 @@ from webhooks.ops.held import enable as enable_endpoint
 from webhooks.ops.services import Services
 from webhooks.pipeline.address import AddressPolicy, check_deliverable
 from webhooks.registry import Endpoint, writable
-from webhooks.registry.base import DEFAULT_OVERLAP_SECONDS
+from webhooks.registry.base import DEFAULT_OVERLAP_SECONDS, parse_rate_limit
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (stable keys) instead of text.")
 reveal_option = click.option("--reveal", is_flag=True, help="Show secrets in full instead of masked.")
@@ -48,6 +48,18 @@ def event_option(*, required: bool) -> Callable[[Command], Command]:
         metavar="NAME",
         help="An event name from the spec, or `all`; repeat for several.",
     )
+
+
+def _rate_limit(_context: click.Context, _parameter: click.Parameter, value: str | None) -> int | None:
+    try:
+        return None if value is None else parse_rate_limit(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def rate_limit_option(help_text: str) -> Callable[[Command], Command]:
+    """``--rate-limit N``: at most N attempts start in any one second, across all workers."""
+    return click.option("--rate-limit", "rate_limit", default=None, metavar="N", callback=_rate_limit, help=help_text)
 
 
 def show(endpoint: Endpoint, *, as_json: bool, reveal: bool = False, message: str = "") -> None:
@@ -71,16 +83,27 @@ def endpoints() -> None:
 @event_option(required=True)
 @click.option("--description", default="", help="A note for operators, such as who runs the receiver.")
 @click.option("--disabled", is_flag=True, help="Create it disabled: nothing is delivered until `enable`.")
+@rate_limit_option("Send it at most N requests per second (default: no limit).")
 @json_option
 @pass_services
-def add(services: Services, url: str, events: tuple[str, ...], description: str, disabled: bool, as_json: bool) -> None:
+def add(
+    services: Services,
+    url: str,
+    events: tuple[str, ...],
+    description: str,
+    disabled: bool,
+    rate_limit: int | None,
+    as_json: bool,
+) -> None:
     """Add an endpoint for URL; prints its id and secret.
 
     Give the secret to the receiver: it verifies every delivery with it.
     """
     registry = writable(services.registry)
     check_deliverable(url, AddressPolicy.of(services.settings))  # the settings page's rules
-    endpoint = registry.add(url, events, description=description, enabled=not disabled)
+    endpoint = registry.add(
+        url, events, description=description, enabled=not disabled, rate_limit_per_second=rate_limit or None
+    )
     show(endpoint, as_json=as_json, reveal=True, message=f"Added endpoint {endpoint.id}. Give the receiver its secret.")
 
 
@@ -134,6 +157,7 @@ def show_endpoint(services: Services, endpoint_id: str, reveal: bool, as_json: b
 @click.option("--url", default=None, help="The new receiver URL.")
 @event_option(required=False)
 @click.option("--description", default=None, help="The new note for operators.")
+@rate_limit_option("The new most requests per second; `none` removes the limit.")
 @json_option
 @pass_services
 def update(
@@ -142,18 +166,21 @@ def update(
     url: str | None,
     events: tuple[str, ...],
     description: str | None,
+    rate_limit: int | None,
     as_json: bool,
 ) -> None:
-    """Change an endpoint's URL, events or description.
+    """Change an endpoint's URL, events, description or rate limit.
 
     The --event names given replace all the old ones.
     """
-    if url is None and not events and description is None:
-        raise click.UsageError("Give at least one of --url, --event and --description.")
+    if url is None and not events and description is None and rate_limit is None:
+        raise click.UsageError("Give at least one of --url, --event, --description and --rate-limit.")
     registry = writable(services.registry)
     if url is not None:
         check_deliverable(url, AddressPolicy.of(services.settings))
-    endpoint = registry.update(endpoint_id, url=url, events=events or None, description=description)
+    endpoint = registry.update(
+        endpoint_id, url=url, events=events or None, description=description, rate_limit_per_second=rate_limit
+    )
     show(endpoint, as_json=as_json, message=f"Updated endpoint {endpoint.id}.")
 
 

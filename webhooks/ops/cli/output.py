@@ -60,6 +60,7 @@ def endpoint_record(endpoint: Endpoint, *, now: datetime, reveal: bool) -> dict[
         "enabled": endpoint.enabled,
         "disabled_reason": endpoint.disabled_reason or None,
         "description": endpoint.description,
+        "rate_limit_per_second": endpoint.rate_limit_per_second,
         "secret": endpoint.secret if reveal else mask(endpoint.secret),
         "previous_secret": (previous if reveal else mask(previous)) if previous else None,
         "previous_secret_expires_at": format_time(expires) if expires else None,
@@ -69,6 +70,11 @@ def endpoint_record(endpoint: Endpoint, *, now: datetime, reveal: bool) -> dict[
 def events_text(events: Sequence[str]) -> str:
     """``all`` for every event, else the names: a table column stays short for the common case."""
     return "all" if len(events) == len(EVENT_NAMES) else ", ".join(events)
+
+
+def rate_limit_text(per_second: int | None) -> str:
+    """``5 requests per second``, or ``none``."""
+    return "none" if per_second is None else f"{per_second} request{'s' if per_second != 1 else ''} per second"
 
 
 def because(record: Mapping[str, Any]) -> str:
@@ -84,6 +90,7 @@ def details(record: Mapping[str, Any]) -> str:
         ("events", events_text(record["events"])),
         ("enabled", "yes" if record["enabled"] else f"no{because(record)}"),
         ("description", record["description"]),
+        ("rate limit", rate_limit_text(record.get("rate_limit_per_second"))),
         ("secret", record["secret"]),
     ]
     if record["previous_secret"]:

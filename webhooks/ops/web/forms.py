@@ -9,6 +9,7 @@ from werkzeug.datastructures import MultiDict
 
 from webhooks.pipeline.address import AddressPolicy, check_deliverable
 from webhooks.registry import Endpoint, check_events
+from webhooks.registry.base import parse_rate_limit
 
 
 @dataclass
@@ -16,15 +17,28 @@ class EndpointForm:
     url: str = ""
     description: str = ""
     events: list[str] = field(default_factory=list)
+    #: Requests per second as typed; empty for no limit.
+    rate_limit: str = ""
     errors: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_endpoint(cls, endpoint: Endpoint) -> EndpointForm:
-        return cls(endpoint.url, endpoint.description, sorted(endpoint.events))
+        rate_limit = str(endpoint.rate_limit_per_second or "")
+        return cls(endpoint.url, endpoint.description, sorted(endpoint.events), rate_limit)
 
     @classmethod
     def from_request(cls, form: MultiDict[str, str]) -> EndpointForm:
-        return cls(form.get("url", "").strip(), form.get("description", "").strip(), form.getlist("events"))
+        return cls(
+            form.get("url", "").strip(),
+            form.get("description", "").strip(),
+            form.getlist("events"),
+            form.get("rate_limit", "").strip(),
+        )
+
+    @property
+    def rate_limit_per_second(self) -> int:
+        """The rate limit to save: 0 for none (call once ``validate`` has passed)."""
+        return parse_rate_limit(self.rate_limit)
 
     def validate(self, *, policy: AddressPolicy) -> bool:
         """Fill ``errors``; True when there are none."""
@@ -37,4 +51,8 @@ class EndpointForm:
             check_events(self.events)
         except ValueError as exc:
             self.errors["events"] = str(exc)
+        try:
+            parse_rate_limit(self.rate_limit)
+        except ValueError as exc:
+            self.errors["rate_limit"] = str(exc)
         return not self.errors

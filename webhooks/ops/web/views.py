@@ -121,7 +121,9 @@ def new_endpoint() -> Response | str | tuple[str, int]:
         return render_template("endpoint_form.html", form=form, endpoint=None)
     if not form.validate(policy=AddressPolicy.of(services().settings)):
         return render_template("endpoint_form.html", form=form, endpoint=None), 400
-    endpoint = writable().add(form.url, form.events, description=form.description)
+    endpoint = writable().add(
+        form.url, form.events, description=form.description, rate_limit_per_second=form.rate_limit_per_second or None
+    )
     session[REVEAL_ONCE] = endpoint.id
     flash("Endpoint added. Give its receiver the secret shown below; Reveal shows it again later.", "success")
     return redirect(url_for("views.endpoint", endpoint_id=endpoint.id))
@@ -205,7 +207,13 @@ def edit_endpoint(endpoint_id: str) -> Response | str | tuple[str, int]:
         form.url = current.url
     if not form.validate(policy=AddressPolicy.of(services().settings)):
         return render_template("endpoint_form.html", form=form, endpoint=current), 400
-    writable().update(endpoint_id, url=form.url, events=form.events, description=form.description)
+    writable().update(
+        endpoint_id,
+        url=form.url,
+        events=form.events,
+        description=form.description,
+        rate_limit_per_second=form.rate_limit_per_second,
+    )
     flash("Endpoint saved.", "success")
     return redirect(url_for("views.endpoint", endpoint_id=endpoint_id))
 
