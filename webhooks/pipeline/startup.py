@@ -13,7 +13,7 @@ from celery import bootsteps
 
 from webhooks.errors import WebhooksError
 from webhooks.log import open_delivery_log
-from webhooks.registry import open_registry
+from webhooks.registry import RedisRegistry, open_registry
 from webhooks.settings import Settings
 
 __all__ = ["check_worker_can_start", "startup_check"]
@@ -21,9 +21,12 @@ __all__ = ["check_worker_can_start", "startup_check"]
 
 def check_worker_can_start(settings: Settings) -> None:
     """Raise the WebhooksError that would fail every delivery: the registry cannot be loaded (a YAML file is
-    read and validated whole here) or the store cannot be reached."""
-    open_registry(settings)
+    read and validated whole here) or the store cannot be reached. A Redis registry's event index is made
+    whole on the way (``RedisRegistry.index_every_endpoint``)."""
+    registry = open_registry(settings)
     len(open_delivery_log(settings))  # one round trip to the store, the registry's too when it is in Redis
+    if isinstance(registry, RedisRegistry):
+        registry.index_every_endpoint()
 
 
 def startup_check(settings: Settings) -> type[bootsteps.Step]:

@@ -8,7 +8,10 @@ Layout (key templates below, rq style; no key literal appears anywhere else):
 - one JSON document per endpoint (the Endpoint model, secrets included);
 - a sorted set of every id, scored by a creation counter, so ``list()`` keeps creation order;
 - one set per event name holding the ids of the endpoints subscribed to it, enabled or not (a disabled
-  one's deliveries are held, ``pipeline/hold.py``).
+  one's deliveries are held, ``pipeline/hold.py``). Versions before held deliveries left disabled
+  endpoints out of it: every write adds an endpoint to all its events' sets, not only to the new ones,
+  and a worker adds every endpoint once as it starts (``index_every_endpoint``), so an endpoint disabled
+  under an older version gets its events held and, once enabled, delivered.
 
 Fan-out reads one event's set: one round trip and no documents, however many endpoints there are
 (each delivery reads its endpoint's document when it is sent). Writes WATCH the endpoint's document,
@@ -64,7 +67,7 @@ class RedisRegistry:
     KEY_ENDPOINTS = "webhooks:endpoints"
     #: Counter that orders endpoints by creation.
     KEY_SEQUENCE = "webhooks:endpoints:sequence"
-    #: Set of the ids of enabled endpoints subscribed to one event name.
+    #: Set of the ids of the endpoints subscribed to one event name, enabled or not.
     KEY_BY_EVENT = "webhooks:event:{name}"
 
     def __init__(self, client: redis.Redis, *, clock: Callable[[], datetime] = utc_now) -> None:
@@ -228,7 +231,7 @@ class RedisRegistry:
         after = new.events if new is not None else frozenset()
         for name in sorted(before - after):
             pipe.srem(self.KEY_BY_EVENT.format(name=name), endpoint_id)
-        for name in sorted(after - before):
+        for name in sorted(after):  # all, not only the new ones: heals an index an older version wrote
             pipe.sadd(self.KEY_BY_EVENT.format(name=name), endpoint_id)
 
     @contextmanager
@@ -242,6 +245,19 @@ class RedisRegistry:
             ) from None
         except redis.RedisError as exc:
             raise RegistryError(f"The endpoint registry at {self.location} failed: {str(exc).rstrip('.')}.") from None
+
+    def index_every_endpoint(self) -> int:
+        """Add every endpoint to its events' sets (idempotent; one round trip to write); return how many.
+
+        Run as a worker starts: an index written by a version that left disabled endpoints out is whole again.
+        """
+        endpoints = self.list()
+        with self._reachable(), self._redis.pipeline(transaction=False) as pipe:
+            for endpoint in endpoints:
+                for name in sorted(endpoint.events):
+                    pipe.sadd(self.KEY_BY_EVENT.format(name=name), endpoint.id)
+            pipe.execute()
+        return len(endpoints)
 
     # Last, because inside the class body `list` names this method once it is defined.
     def list(self) -> list[Endpoint]:

@@ -28,3 +28,17 @@ def test_an_invalid_yaml_registry_stops_the_worker_with_one_line(tmp_path):
     message = str(stopped.value.code)
     assert message.startswith(f"The worker did not start: The endpoint registry {str(registry)!r} is not valid YAML")
     assert "\n" not in message
+
+
+def test_starting_puts_every_endpoint_of_a_redis_registry_in_its_events_index(monkeypatch):
+    import fakeredis
+
+    from webhooks import registry as registry_module
+    from webhooks.registry import RedisRegistry
+
+    registry = RedisRegistry(fakeredis.FakeRedis(decode_responses=True))
+    endpoint = registry.add("https://a.example.com/", ["user_created"], enabled=False)
+    registry._redis.srem(RedisRegistry.KEY_BY_EVENT.format(name="user_created"), endpoint.id)  # an older version's
+    monkeypatch.setattr(registry_module, "_installed", registry)
+    check_worker_can_start(Settings(broker_url="memory://localhost/", registry="redis"))
+    assert registry.subscribers("user_created") == [endpoint.id]  # its events are held now, not dropped

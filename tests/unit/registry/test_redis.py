@@ -128,6 +128,19 @@ def test_a_rate_limit_out_of_range_is_refused_with_a_sentence(registry, per_seco
     assert registry._redis.keys("*") == []
 
 
+def test_an_endpoint_an_older_version_left_out_of_the_index_is_put_back_by_any_write_or_a_reindex(registry):
+    """Versions before held deliveries removed a disabled endpoint from its events' sets."""
+    kept_out = registry.add("https://a.example.com/", ["user_created", "form_submitted"], enabled=False)
+    other = registry.add("https://b.example.com/", ["user_created"], enabled=False)
+    for endpoint in (kept_out, other):
+        for name in endpoint.events:
+            registry._redis.srem(RedisRegistry.KEY_BY_EVENT.format(name=name), endpoint.id)
+    registry.enable(kept_out.id)  # its events did not change, yet it is indexed again
+    assert registry.subscribers("user_created") == [kept_out.id]
+    assert registry.index_every_endpoint() == 2
+    assert_consistent(registry)
+
+
 def test_a_disabled_endpoint_is_listed_and_indexed_so_that_its_deliveries_are_held(registry):
     endpoint = registry.add("https://a.example.com/", ["user_created"], enabled=False)
     assert registry.list() == [endpoint]
