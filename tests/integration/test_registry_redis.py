@@ -199,8 +199,9 @@ def test_fan_out_to_1000_endpoints_reads_the_registry_in_a_bounded_number_of_rou
     assert calls == {"smembers": 1}, calls  # the index only: each delivery reads its document at send time
     # The delivery log: one script for the fan-out's pending records and one per attempt, its only round trip
     # (a process's first call of each script may be refused NOSCRIPT and sent again once it is loaded).
-    # Endpoint health adds two scripts per delivery: taking its in-flight slot and giving it back (pipeline/lanes.py).
-    assert 3 * count + 1 <= log["evalsha"] <= 3 * count + 1 + 4 * 5, log
+    # Endpoint health adds three scripts per delivery: taking its in-flight slot and giving it back
+    # (pipeline/lanes.py), and ending the endpoint's run of failures, if any (pipeline/watch.py).
+    assert 4 * count + 1 <= log["evalsha"] <= 4 * count + 1 + 5 * 5, log
     assert "exec" not in log, log
     assert sum(calls.values()) == 1
     assert setup <= 2 * 5  # at most one connection per worker process (4) and the main process

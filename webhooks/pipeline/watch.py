@@ -46,24 +46,33 @@ def observe(settings: Settings, client: redis.Redis, registry: Registry, made: S
         return []
 
 
+# Scripts, so that each read-and-change is atomic: another worker's attempt on the same endpoint may end the
+# run at any moment, and must not fall between the writes and the read of this one.
+# KEYS: the run. Returns its failures (nil when there is none) and ends it.
+_END_RUN = """
+local failures = redis.call('HGET', KEYS[1], 'failures')
+if failures then redis.call('DEL', KEYS[1]) end
+return failures
+"""
+# KEYS: the run. ARGV: when this failure happened. Returns {failures, since}, this one counted.
+_COUNT_FAILURE = """
+redis.call('HSETNX', KEYS[1], 'since', ARGV[1])
+local failures = redis.call('HINCRBY', KEYS[1], 'failures', 1)
+return {failures, redis.call('HGET', KEYS[1], 'since')}
+"""
+
+
 def _observe(settings: Settings, client: redis.Redis, registry: Registry, made: Made) -> list[Notice]:
     attempt, key = made.attempt, KEY_FAILING.format(id=made.endpoint_id)
     if made.endpoint_id == OPERATOR_ENDPOINT_ID or made.state is State.DROPPED:
         return []
     if made.state is State.DELIVERED:
-        with client.pipeline(transaction=False) as pipe:
-            pipe.hget(key, "failures")
-            pipe.delete(key)
-            failures = int(pipe.execute()[0] or 0)
+        failures = int(client.register_script(_END_RUN)(keys=[key]) or 0)
         if failures < DISABLE_MIN_FAILURES:
             return []
         reason = f"it answered HTTP {attempt.status_code} after {failures} failed attempts"
         return [Notice("endpoint_recovered", made.endpoint_id, reason, attempt.at)]
-    with client.pipeline(transaction=False) as pipe:
-        pipe.hsetnx(key, "since", attempt.at.timestamp())
-        pipe.hincrby(key, "failures", 1)
-        pipe.hget(key, "since")
-        _, failures, since = pipe.execute()
+    failures, since = client.register_script(_COUNT_FAILURE)(keys=[key], args=[attempt.at.timestamp()])
     notices = []
     if made.state is State.FAILED:
         notices.append(Notice("delivery_failed", made.endpoint_id, made.reason, attempt.at, made.event_id))

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from datetime import UTC, datetime, timedelta
 
 import fakeredis
@@ -17,11 +18,12 @@ from webhooks.pipeline.notices import (
     unsendable_to,
 )
 from webhooks.pipeline.watch import KEY_FAILING, observe
-from webhooks.registry import RedisRegistry
+from webhooks.registry import Endpoint, RedisRegistry
 from webhooks.settings import Settings
 
 START = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
+SHARED_SECRET = "whsec_shared_0123456789abcdef"
 
 
 @pytest.fixture
@@ -133,3 +135,24 @@ def test_the_operator_secret_has_an_endpoint_secrets_minimum_length():
     from webhooks.settings import MIN_OPERATOR_SECRET_LENGTH
 
     assert MIN_OPERATOR_SECRET_LENGTH == MIN_SECRET_LENGTH
+
+
+def test_attempts_observed_at_once_on_one_endpoint_never_see_half_a_run(store, registry):
+    """A success ends the run (DEL) while another worker counts a failure: each read-and-change is atomic."""
+    registry.save(Endpoint(id="shared", url="https://a.example.com/", secret=SHARED_SECRET, events=["all"]))
+    settings = Settings(broker_url="memory://localhost/")
+    errors: list[BaseException] = []
+
+    def observe_many(status: int) -> None:
+        try:
+            for n in range(300):
+                observe(settings, store, registry, [made("shared", START + n * timedelta(seconds=1), status)])
+        except BaseException as exc:  # noqa: BLE001 -- reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=observe_many, args=(status,)) for status in (500, 200) * 4]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
