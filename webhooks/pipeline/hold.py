@@ -5,8 +5,8 @@ A delivery task that finds its endpoint disabled (by the operator, or by ``watch
 include disabled endpoints, so that fan-out sends them their deliveries to be held) or a retry coming due. They
 wait in the store's Redis, one list per endpoint, oldest first, at most ``WEBHOOKS_HOLD_MAX``: the oldest beyond
 it are recorded as dropped with that reason. The delivery log lists them as ``held``. The list expires the
-delivery log's retention after the last one held. On re-enabling, the operator sends them (``ops/held.py``,
-``release``) or discards them (recorded as dropped).
+delivery log's retention after the last one held. On re-enabling, the operator sends them or discards them
+(recorded as dropped): ``ops/held.py``, ``enable``.
 """
 
 from __future__ import annotations

@@ -77,6 +77,10 @@ class Notice:
         }
         return json.dumps(event, separators=(",", ":"))
 
+    def fields(self) -> dict[str, str]:
+        """The notice as the log line and the banner's list keep it (``recent_notices`` reads it back)."""
+        return asdict(self) | {"at": self.at.isoformat()}
+
     def sentence(self) -> str:
         """The banner's line."""
         subject = (
@@ -106,11 +110,11 @@ def announce(settings: Settings, client: redis.Redis, notices: Sequence[Notice])
     if not notices:
         return []
     for notice in notices:
-        log_fields(logger, logging.WARNING, "operator_notice", **asdict(notice) | {"at": notice.at.isoformat()})
+        log_fields(logger, logging.WARNING, "operator_notice", **notice.fields())
     try:
         with client.pipeline(transaction=False) as pipe:
             for notice in notices:
-                pipe.lpush(KEY_NOTICES, json.dumps(asdict(notice) | {"at": notice.at.isoformat()}))
+                pipe.lpush(KEY_NOTICES, json.dumps(notice.fields()))
             pipe.ltrim(KEY_NOTICES, 0, NOTICES_KEPT - 1)
             pipe.execute()
     except redis.RedisError as exc:

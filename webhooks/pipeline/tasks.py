@@ -255,13 +255,13 @@ def deliver(self: Task[[str, str, str], None], endpoint_id: str, event_id: str, 
     elif why := unsendable_to(endpoint, event_id, body):  # not an event this endpoint takes: never signed
         made = refusal(endpoint_id, event_id, body, number, why)
     else:
-        call = deliveries_call(endpoint_id, [[event_id, body]], self.request.retries)
         slot = lanes().take(endpoint_id)
-        if slot.id is None:
-            return come_back(call, slot.taken_at + slot.wait_seconds)
-        if wait := rate_wait(endpoint):
+        due = slot.taken_at + slot.wait_seconds if slot.id is None else None
+        if due is None and (wait := rate_wait(endpoint)):
             lanes().give_back(endpoint_id, slot, [])
-            return come_back(call, time.time() + wait)
+            due = time.time() + wait
+        if due is not None:  # over the endpoint's in-flight cap or rate limit
+            return come_back(deliveries_call(endpoint_id, [[event_id, body]], self.request.retries), due)
         made = attempt(settings, endpoint, event_id, body, number)
         lanes().give_back(endpoint_id, slot, [made])
         notify(after_attempts(settings, registry(), [made]))

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from functools import cache
 
 import redis
+from redis.commands.core import Script
 
 from webhooks.errors import WebhooksError
 from webhooks.log import State, store_client
@@ -62,17 +64,23 @@ return {failures, redis.call('HGET', KEYS[1], 'since')}
 """
 
 
+@cache
+def _scripts(client: redis.Redis) -> tuple[Script, Script]:
+    """``_END_RUN`` and ``_COUNT_FAILURE``, registered once per client (the worker has one)."""
+    return client.register_script(_END_RUN), client.register_script(_COUNT_FAILURE)
+
+
 def _observe(settings: Settings, client: redis.Redis, registry: Registry, made: Made) -> list[Notice]:
     attempt, key = made.attempt, KEY_FAILING.format(id=made.endpoint_id)
     if made.endpoint_id == OPERATOR_ENDPOINT_ID or made.state is State.DROPPED:
         return []
     if made.state is State.DELIVERED:
-        failures = int(client.register_script(_END_RUN)(keys=[key]) or 0)
+        failures = int(_scripts(client)[0](keys=[key]) or 0)
         if failures < DISABLE_MIN_FAILURES:
             return []
         reason = f"it answered HTTP {attempt.status_code} after {failures} failed attempts"
         return [Notice("endpoint_recovered", made.endpoint_id, reason, attempt.at)]
-    failures, since = client.register_script(_COUNT_FAILURE)(keys=[key], args=[attempt.at.timestamp()])
+    failures, since = _scripts(client)[1](keys=[key], args=[attempt.at.timestamp()])
     notices = []
     if made.state is State.FAILED:
         notices.append(Notice("delivery_failed", made.endpoint_id, made.reason, attempt.at, made.event_id))

@@ -208,7 +208,8 @@ class WritableRegistry(Registry, Protocol):
         ...
 
     def disable(self, endpoint_id: str, reason: str = "") -> Endpoint:
-        """Stop delivering at once, recording ``reason``; retries already scheduled are dropped when they come up."""
+        """Stop delivering at once, recording ``reason``; its deliveries, retries already scheduled included, are held
+        until it is enabled (``pipeline/hold.py``)."""
         ...
 
     def remove(self, endpoint_id: str) -> None:
