@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 from functools import cache, lru_cache
 from json.encoder import encode_basestring_ascii as _json_string  # json.dumps of a str, 6x faster
 from typing import Any
-from uuid import uuid4
 
 from celery.utils.nodenames import anon_nodename
 
@@ -47,7 +47,7 @@ def task_message(call: TaskCall, queue: str, reply_to: str) -> bytes:
     is: kombu keys unacknowledged messages by it, so a retry that reused its original's tag could be lost
     with it.
     """
-    task_id = _json_string(call.task_id or str(uuid4()))
+    task_id = _json_string(call.task_id or _uuid4())
     fields = {
         "body": _encoded_body(call.args),
         "name": _json_string(call.name),
@@ -56,7 +56,7 @@ def task_message(call: TaskCall, queue: str, reply_to: str) -> bytes:
         "argsrepr": _json_string(call.argsrepr),
         "origin": _origin(),
         "queue": _json_string(queue),
-        "tag": _json_string(str(uuid4())),
+        "tag": _json_string(_uuid4()),
         "reply_to": _json_string(reply_to),
     }
     return (_MESSAGE % fields).encode()
@@ -85,6 +85,13 @@ def _json_rest(rest: tuple[Any, ...]) -> str:
     """The body's JSON after its first argument."""
     after_first = ", " + json.dumps(list(rest))[1:] if rest else "]"
     return f"{after_first}, {{}}, {json.dumps(_EMBED)}]"
+
+
+def _uuid4() -> str:
+    """A random (version 4) UUID's text, as ``str(uuid.uuid4())`` writes it, in less than half its time: a
+    fan-out's messages need two each."""
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
 
 
 @cache

@@ -9,7 +9,7 @@ import pytest
 
 from tests.cli import unreachable_redis
 from webhooks.errors import DeliveryLogError, DeliveryNotFoundError
-from webhooks.log import Attempt, DeliveryLog, FannedOut, State, delivery_id, split_delivery_id
+from webhooks.log import Attempt, DeliveryLog, FannedOut, State, delivery_id, split_delivery_id, store
 from webhooks.log.queries import DeliveryQuery, Page
 from webhooks.log.records import state_after
 
@@ -128,6 +128,21 @@ def test_an_attempt_keeps_its_short_reason_beside_the_error(log, clock):
     assert (attempt.reason, attempt.error, attempt.result) == ("Connection refused", error, "Connection refused")
 
 
+def test_every_field_of_an_attempt_comes_back_as_it_was_written(log, clock):
+    written = attempt(
+        clock,
+        2,
+        error="ReadTimeout: timed out",
+        reason="Timed out",
+        response_excerpt="busy",
+        next_retry_at=clock.at() + timedelta(seconds=30),
+        request_headers={"X-Service-Signature": "t=1,v1=ab"},
+        response_headers={"Retry-After": "30"},
+    )
+    log.record_attempt("evt_1", "crm", BODY, "user_created", written, State.RETRYING)
+    assert log.get("evt_1@crm").history == (written,)
+
+
 def test_an_unknown_delivery_is_not_found(log):
     with pytest.raises(DeliveryNotFoundError, match="Delivery 'evt_x@crm' is not in the delivery log"):
         log.get("evt_x@crm")
@@ -191,6 +206,21 @@ def test_the_cap_holds_and_keeps_the_newest(client, clock):
     assert log.get("late_499@crm").state is State.RETRYING  # the newest are the ones kept
     with pytest.raises(DeliveryNotFoundError):
         log.get("evt_0@ep0")
+
+
+def test_a_cap_lowered_far_below_the_log_is_reached_over_several_writes(client, clock, monkeypatch):
+    monkeypatch.setattr(store, "TRIM_MAX", 40)
+    DeliveryLog(client, clock=clock).enqueued(
+        [FannedOut("evt_old", "user_created", BODY, [f"ep{n}" for n in range(200)])]
+    )
+    log = DeliveryLog(client, max_records=50, clock=clock)
+    sizes = []
+    for n in range(5):
+        clock.now += 1
+        log.enqueued([FannedOut(f"evt_{n}", "user_created", BODY, ["crm"])])
+        sizes.append(len(log))
+    assert sizes == [161, 122, 83, 49, 50]  # 40 trimmed a write (one new each), then under the cap
+    assert log.get("evt_4@crm").state is State.PENDING
 
 
 def test_an_unreachable_redis_is_a_delivery_log_error():

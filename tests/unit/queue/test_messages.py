@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 
 import pytest
 
@@ -49,6 +50,16 @@ def test_every_message_has_a_delivery_tag_of_its_own_retries_included():
         json.loads(task_message(call, "celery", "reply"))["properties"]["delivery_tag"] for call in [CALL, retry, retry]
     }
     assert len(tags) == 3 and "task-1" not in tags
+
+
+def test_a_new_tasks_id_and_every_delivery_tag_are_random_uuids_as_celery_and_kombu_write_them():
+    documents = [json.loads(task_message(CALL, "celery", "reply")) for _ in range(200)]
+    values = [d["headers"]["id"] for d in documents] + [d["properties"]["delivery_tag"] for d in documents]
+    parsed = [uuid.UUID(value) for value in values]
+    assert all(
+        u.version == 4 and u.variant == uuid.RFC_4122 and str(u) == v for u, v in zip(parsed, values, strict=True)
+    )
+    assert len(set(values)) == 400
 
 
 def test_one_events_messages_to_endpoints_of_every_id_length_each_carry_their_own_endpoint():
