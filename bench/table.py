@@ -74,7 +74,8 @@ def rows(results: Results) -> Iterator[Row]:
     receiver_cpu = results.median("A receiver CPU", "ours")
     note_a = f"receiver used {receiver_cpu:.0f} % of a core" if receiver_cpu is not None else ""
     row("A", "loopback, 5,000 deliveries", "A", "deliveries/s", True, batch, "naive", target=2.0, note=note_a)
-    row("A", "loopback, 5,000 deliveries", "A", "deliveries/s", True, batch, "raw", target=0.55, note=raw_note("A"))
+    # No target beside the raw client: it is searched to its peak, a ceiling (the 0.55x target was set at 16 threads).
+    row("A", "loopback, 5,000 deliveries", "A", "deliveries/s", True, batch, "raw", note=raw_note("A"))
     row(
         "A",
         "loopback, 2,000 deliveries",
