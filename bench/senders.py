@@ -274,17 +274,19 @@ def broker_idle(harness: Harness) -> bool:
 
 def queues_empty(harness: Harness) -> bool:
     """Nothing queued or unacknowledged for ours or the naive sender, no retry waiting, no event in the inbox
-    and no fan-out holding it (on RabbitMQ: nothing ready on either queue; it does not count unacknowledged)."""
+    and no fan-out holding it (on RabbitMQ: nothing ready on either queue, it does not count unacknowledged;
+    the inbox is in our store's database there)."""
     if any(ready_on_rabbitmq(url) for url in harness.rabbitmq_urls.values()):
         return False
-    client, naive = harness.redis(OURS_DB), harness.redis(NAIVE_DB)
+    client, naive, store = harness.redis(OURS_DB), harness.redis(NAIVE_DB), harness.redis(STORE_DB)
     return not any(
         [client.llen(QUEUE), client.hlen("unacked"), client.zcard(KEY_WAITING), client.llen(KEY_INBOX)]
         + [client.exists(KEY_LEASE), naive.llen(QUEUE), naive.hlen("unacked")]
+        + [store.llen(KEY_INBOX), store.exists(KEY_LEASE)]
     )
 
 
 def drop_queues(harness: Harness) -> None:
     """Throw away what a publish-only measurement queued (no worker runs then)."""
-    for db in (OURS_DB, NAIVE_DB):
+    for db in (OURS_DB, NAIVE_DB, STORE_DB):
         harness.redis(db).delete(QUEUE, KEY_INBOX, KEY_LEASE)

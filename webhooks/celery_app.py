@@ -97,8 +97,8 @@ def create_celery_app(settings: Settings) -> Celery:
 
 
 class ReleaseDueRetries(bootsteps.StartStopStep):
-    """In every worker, a thread for the queue's housekeeping (Redis: retries whose time has come onto the
-    queue, a fan-out of the inbox whose task was lost); none on brokers that need none."""
+    """In every worker, a thread for the queue's housekeeping (a Redis broker's retries whose time has come onto
+    the queue; a fan-out of the inbox whose task was lost, wherever the inbox is); none where there is none."""
 
     requires = ("celery.worker.components:Pool",)  # started after a prefork pool has forked its children
 

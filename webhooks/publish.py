@@ -1,7 +1,8 @@
 """The host application's entry point: validate events, serialize each once, hand them to the queue.
 
-``publish_event()`` is a batch of one: both go through ``Queue.publish`` (``webhooks/queue/``), which on
-Redis lets a single event wait in the inbox for the events published about the same time.
+``publish_event()`` is a batch of one: both go through ``Queue.publish`` (``webhooks/queue/``), which lets a
+single event wait in the inbox for the events published about the same time (on Redis, or with the store on
+Redis).
 """
 
 from __future__ import annotations

@@ -121,8 +121,12 @@ def nothing_waits(env: Mapping[str, str]) -> bool:
     """No task is queued, held unacknowledged or waiting for its retry, and no event for its fan-out, in the
     broker of ``env``."""
     url = env["WEBHOOKS_BROKER_URL"]
-    if is_amqp_url(url):
-        return rabbitmq_messages(url) == 0
+    if is_amqp_url(url):  # the inbox is in the store's Redis
+        store = redis.Redis.from_url(env["WEBHOOKS_REDIS_URL"])
+        try:
+            return rabbitmq_messages(url) == 0 and store.llen(KEY_INBOX) == 0
+        finally:
+            store.close()
     client = redis.Redis.from_url(url)
     try:
         return (

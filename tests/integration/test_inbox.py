@@ -1,13 +1,15 @@
 """Events published one at a time, on real parts: they wait in the inbox for one fan-out task, reach every
-endpoint once and signed, and a fan-out task lost with its worker is replaced once its lease lapses."""
+endpoint once and signed, and a fan-out task lost with its worker is replaced once its lease lapses; on
+RabbitMQ the inbox is in the store's Redis."""
 
 from __future__ import annotations
 
 import json
+from uuid import uuid4
 
 import pytest
 
-from tests.integration.conftest import nothing_waits, publish, service_env, write_registry
+from tests.integration.conftest import nothing_waits, publish, rabbitmq_messages, service_env, write_registry
 from tests.waiting import wait_until
 from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE
 from webhooks.samples import sample_event_kwargs
@@ -17,8 +19,8 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def setup(redis_server, receiver, tmp_path):
-    registry = write_registry(
+def registry(receiver, tmp_path):
+    return write_registry(
         tmp_path / "endpoints.yaml",
         [
             {
@@ -30,6 +32,10 @@ def setup(redis_server, receiver, tmp_path):
             for id_ in ("inbox-a", "inbox-b")
         ],
     )
+
+
+@pytest.fixture
+def setup(redis_server, registry):
     env = service_env(redis_server, registry)
     redis_server.client().delete(KEY_LEASE)  # one an earlier test's worker may have left, stopped mid-fan-out
     assert nothing_waits(env)
@@ -77,3 +83,47 @@ def test_events_whose_fanout_task_was_lost_are_fanned_out_once_its_lease_lapses(
     wait_until(lambda: len(received(receiver, "/inbox-a", ids)) == 5, timeout=30, what="the 5 events")
     wait_until(lambda: nothing_waits(setup), timeout=30, what="no task or event left in the broker")
     assert sorted(json.loads(request.body)["id"] for request in received(receiver, "/inbox-a", ids)) == sorted(ids)
+
+
+def test_on_rabbitmq_events_wait_in_the_stores_inbox_for_one_fanout_task_and_reach_every_endpoint_once(
+    redis_server, rabbitmq_server, registry, receiver, start_worker
+):
+    vhost = f"inbox-{uuid4().hex[:12]}"
+    env = service_env(redis_server, registry, broker_url=rabbitmq_server.add_vhost(vhost), redis_url=redis_server.url)
+    store = redis_server.client()
+    store.delete(KEY_LEASE)
+    try:
+        ids = publish(env, [("user_created", sample_event_kwargs("user_created"))] * 30)  # no worker yet
+        assert store.llen(KEY_INBOX) == 30
+        assert rabbitmq_messages(env["WEBHOOKS_BROKER_URL"]) == 1  # one fan-out task for the 30 events
+
+        worker = start_worker(env)
+        for path in ("/inbox-a", "/inbox-b"):
+            wait_until(lambda path=path: len(received(receiver, path, ids)) == 30, timeout=60, what=f"30 at {path}")
+        wait_until(lambda: nothing_waits(env), timeout=30, what="no task in RabbitMQ, no event in the inbox")
+        for path in ("/inbox-a", "/inbox-b"):
+            assert sorted(json.loads(request.body)["id"] for request in received(receiver, path, ids)) == sorted(ids)
+        assert not store.exists(KEY_LEASE)
+        assert "Traceback" not in worker.output()
+    finally:
+        rabbitmq_server.delete_vhost(vhost)
+
+
+def test_on_rabbitmq_a_lost_fanout_task_is_replaced_once_its_lease_lapses(
+    redis_server, rabbitmq_server, registry, receiver, start_worker
+):
+    vhost = f"inbox-{uuid4().hex[:12]}"
+    env = service_env(redis_server, registry, broker_url=rabbitmq_server.add_vhost(vhost), redis_url=redis_server.url)
+    store = redis_server.client()
+    store.set(KEY_LEASE, "a-task-lost-with-its-worker", ex=60)
+    try:
+        ids = publish(env, [("user_created", sample_event_kwargs("user_created"))] * 5)
+        assert rabbitmq_messages(env["WEBHOOKS_BROKER_URL"]) == 0  # the lease holder was to take them
+        store.pexpire(KEY_LEASE, 500)  # ... but it was lost with its worker: its lease lapses
+
+        start_worker(env)
+        wait_until(lambda: len(received(receiver, "/inbox-a", ids)) == 5, timeout=30, what="the 5 events")
+        wait_until(lambda: nothing_waits(env), timeout=30, what="no task in RabbitMQ, no event in the inbox")
+        assert sorted(json.loads(request.body)["id"] for request in received(receiver, "/inbox-a", ids)) == sorted(ids)
+    finally:
+        rabbitmq_server.delete_vhost(vhost)

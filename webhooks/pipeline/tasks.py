@@ -1,7 +1,7 @@
 """The Celery tasks. They are thin: look the endpoint up, make attempts (``attempt.py``), map the result to Celery.
 
 ``webhooks.fanout_many`` turns a batch of events (``publish_events``) into deliveries, and
-``webhooks.fanout_inbox`` does it for the events published one at a time that wait in the Redis inbox
+``webhooks.fanout_inbox`` does it for the events published one at a time that wait in the inbox
 (``queue/inbox.py``): an endpoint that several of the batch's events go to gets one
 ``webhooks.deliver_many`` for all of them, so while its receiver answers fast they share one task
 (Celery costs about as much CPU per task as a POST does).

@@ -3,7 +3,8 @@
 ``queue_for(app)`` gives the :class:`Queue` for the app's broker, chosen once from its URL: the Redis
 fast path (``redis.py``: hand-built messages in one round trip, retries waiting in a sorted set, the
 inbox of single events) or plain Celery for any other broker (``celery.py``: ``send_task``, native
-delayed delivery on RabbitMQ). Nothing outside this package asks which broker runs.
+delayed delivery on RabbitMQ, the inbox in the store's Redis when the store is a Redis server).
+Nothing outside this package asks which broker runs.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from webhooks.queue.base import (
     TaskCall,
 )
 from webhooks.queue.celery import CeleryQueue
-from webhooks.queue.redis import RedisQueue, is_redis_url
+from webhooks.queue.redis import RedisQueue, broker_client, is_redis_url
+from webhooks.settings import get_settings
 
 __all__ = [
     "EVENTS_PER_FANOUT",
@@ -51,4 +53,7 @@ def broker_transport(url: str) -> str | None:
 
 @cache
 def _queue(app: Celery, url: str) -> Queue:
-    return RedisQueue(app) if is_redis_url(url) else CeleryQueue(app)
+    if is_redis_url(url):
+        return RedisQueue(app)
+    store_url = get_settings().store_url  # on RabbitMQ the store's Redis holds the inbox
+    return CeleryQueue(app, inbox_client=broker_client(store_url) if is_redis_url(store_url) else None)

@@ -9,11 +9,14 @@ from the broker URL. :class:`~webhooks.queue.redis.RedisQueue` is the fast path 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import redis
 from celery import Celery
+from kombu.exceptions import OperationalError
 
 __all__ = [
     "DELIVER_MANY_TASK",
@@ -30,6 +33,7 @@ __all__ = [
     "events_repr",
     "fanout_calls",
     "ids_repr",
+    "reachable",
 ]
 
 #: Events per ``webhooks.fanout_many`` task, and most a ``webhooks.fanout_inbox`` takes: one registry lookup
@@ -154,3 +158,12 @@ class Queue(ABC):
 
     def housekeeping(self, now: float) -> None:  # noqa: B027  # most brokers have none
         """The broker-side chores every worker shares (releasing due retries, a lost fan-out's events)."""
+
+
+@contextmanager
+def reachable() -> Iterator[None]:
+    """Redis's errors (a Redis broker, the inbox) as kombu's ``OperationalError``, as a broker's are raised."""
+    try:
+        yield
+    except redis.RedisError as exc:
+        raise OperationalError(str(exc)) from exc

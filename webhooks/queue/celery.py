@@ -4,21 +4,38 @@ A call due later is sent with its countdown: on RabbitMQ with quorum queues Cele
 delivery holds it in the broker (``celery_app.py`` configures it), so no worker holds it in memory.
 The countdown is whole seconds (``rabbitmq.py`` says why), rounded up: a wait is never shortened, so a
 delivery waiting for its endpoint's rate limit or in-flight cap does not come back before it may go.
+
+Given a Redis client for the inbox (the store's, on RabbitMQ), events published one at a time wait there for
+one ``webhooks.fanout_inbox`` task, as on a Redis broker (``inbox.py``), instead of costing a fan-out task
+each.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Sequence
 
-from webhooks.queue.base import Queue, TaskCall
+import redis
+from celery import Celery
+from kombu.exceptions import OperationalError
+
+from webhooks.queue import inbox
+from webhooks.queue.base import FANOUT_INBOX_TASK, Claimed, Queue, TaskCall, reachable
 
 __all__ = ["CeleryQueue"]
 
+logger = logging.getLogger("webhooks.inbox")
+
 
 class CeleryQueue(Queue):
-    """Plain Celery: one ``send_task`` per call on one producer."""
+    """Plain Celery: one ``send_task`` per call on one producer; single events in the inbox, if it has one."""
+
+    def __init__(self, app: Celery, inbox_client: redis.Redis | None = None) -> None:
+        super().__init__(app)
+        self.inbox_client = inbox_client
+        self.needs_housekeeping = inbox_client is not None
 
     def enqueue(self, calls: Sequence[TaskCall]) -> None:
         if not calls:
@@ -36,3 +53,51 @@ class CeleryQueue(Queue):
                     retries=call.retries,
                     countdown=countdown or None,
                 )
+
+    def publish(self, events: Sequence[tuple[str, str, str]]) -> None:
+        """A single event waits in the inbox for the fan-out of the events published about the same time;
+        a batch gets its own ``webhooks.fanout_many`` tasks."""
+        if self.inbox_client is None or len(events) != 1:
+            super().publish(events)
+            return
+        ((name, event_id, body),) = events
+        with reachable():
+            if inbox.append(self.inbox_client, name, event_id, body) == 1:
+                self._schedule_fanout(inbox.ENSURE)
+
+    def claim(self, task_id: str, count: int) -> Claimed | None:
+        if self.inbox_client is None:
+            return None
+        with reachable():
+            return inbox.claim(self.inbox_client, task_id, count)
+
+    def done(self, task_id: str, taken: int) -> int:
+        return 0 if self.inbox_client is None else self._schedule_fanout(inbox.DONE, task_id, taken)
+
+    def housekeeping(self, now: float) -> None:
+        """Schedule a fan-out of the inbox if its task was lost (or never sent)."""
+        if self.inbox_client is not None:
+            self._schedule_fanout(inbox.ENSURE)
+
+    def _schedule_fanout(self, script: str, *args: str | int) -> int:
+        """Run an inbox script that may lease the inbox to a new ``webhooks.fanout_inbox``, then send that task.
+
+        The event is in the inbox already (accepted), so a send that fails is reported, not raised: the lease
+        lapses and housekeeping schedules another task.
+        """
+        if self.inbox_client is None:
+            return 0
+        task_id = inbox.new_task_id()
+        with reachable():
+            result = inbox.run_scheduling(self.inbox_client, script, task_id, *args)
+        if result > 0:
+            try:
+                self.enqueue([TaskCall(FANOUT_INBOX_TASK, (), "()", task_id=task_id)])
+            except OperationalError as exc:
+                logger.warning(
+                    "The fan-out of the events waiting in the inbox could not be sent (%s); a worker schedules "
+                    "another within %d seconds.",
+                    exc,
+                    inbox.LEASE_SECONDS,
+                )
+        return result

@@ -3,7 +3,7 @@
 A Celery task costs a worker about as much CPU as the POST it makes, so an event published alone
 would cost two tasks (its fan-out, its delivery) where the naive sender spends one. Here
 ``publish_event()`` appends the event to the inbox (one RPUSH) and, when the inbox was empty, makes
-sure one ``webhooks.fanout_inbox`` task is scheduled, at the head of the queue. That task takes up to
+sure one ``webhooks.fanout_inbox`` task is scheduled. That task takes up to
 EVENTS_PER_FANOUT events and fans them out like a ``publish_events()`` batch, then hands on to the
 next such task if more events came meanwhile. Under load, a hundred events cost a few tasks.
 
@@ -11,13 +11,19 @@ Nothing accepted is lost. One task at a time holds the inbox's lease (its task i
 it reads events without removing them and removes them only after their deliveries are enqueued,
 and only while it still holds the lease; when it is done it hands the lease to a new task if events
 wait. A task lost with its worker lets the lease lapse after LEASE_SECONDS, and every worker's
-housekeeping (``RedisQueue.housekeeping``, twice a second) then schedules a new one, which fans out
+housekeeping (``CeleryQueue.housekeeping``, twice a second) then schedules a new one, which fans out
 the events the lost one had not removed: they may reach receivers twice (deduplicate on the event
 id), never not at all. The same housekeeping covers a publisher that died between its two round trips.
 A fan-out retried after a registry outage is due well within the lease (``pipeline/tasks.py``), so it
 finds its own lease and its own events.
 
-Only ``redis.py`` calls these functions: they take the broker's client and the queue's list.
+Where the inbox lives: on a Redis broker, in the broker, and a script that leases the inbox to a new task
+also pushes that task's message to the head of the queue, in the same step. On any other broker (RabbitMQ)
+it lives in the store's Redis (``WEBHOOKS_REDIS_URL``), the script only leases it, and the caller then sends
+the task through Celery, to the queue's tail. If that send fails, the lease lapses after LEASE_SECONDS and
+housekeeping schedules another task, as for a lost one: the events wait, none is lost.
+
+Only the queues (``celery.py``, ``redis.py``) call these functions.
 """
 
 from __future__ import annotations
@@ -41,14 +47,15 @@ KEY_LEASE = "webhooks:inbox:lease"
 #: Seconds a fan-out task's lease lasts: past it, another task is scheduled for the same events.
 LEASE_SECONDS = 60
 
-# The scripts that may schedule a fan-out task take KEYS inbox, lease, queue and ARGV[1..3] the task's id, its
-# message and the lease's seconds. A scheduled task goes to the head of the queue (its consumers pop from the
-# right).
+# The scripts that may schedule a fan-out task take KEYS inbox, lease and, on a Redis broker, the queue, and
+# ARGV[1..3] the task's id, its message and the lease's seconds. With the queue, a scheduled task goes to the
+# head of it (its consumers pop from the right); without, the script only leases the inbox to the task, and
+# the caller sends it.
 
 #: Schedules a fan-out when events wait and no task holds the lease (it lapsed with a lost task).
 ENSURE = """
 if redis.call('LLEN', KEYS[1]) > 0 and redis.call('SET', KEYS[2], ARGV[1], 'NX', 'EX', ARGV[3]) then
-    redis.call('RPUSH', KEYS[3], ARGV[2])
+    if KEYS[3] then redis.call('RPUSH', KEYS[3], ARGV[2]) end
     return 1
 end
 return 0
@@ -65,7 +72,7 @@ redis.call('LTRIM', KEYS[1], ARGV[5], -1)
 local waiting = redis.call('LLEN', KEYS[1])
 if waiting > 0 then
     redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[3])
-    redis.call('RPUSH', KEYS[3], ARGV[2])
+    if KEYS[3] then redis.call('RPUSH', KEYS[3], ARGV[2]) end
 else
     redis.call('DEL', KEYS[2])
 end
@@ -128,9 +135,12 @@ def new_task_id() -> str:
     return str(uuid4())
 
 
-def run_scheduling(client: redis.Redis, script: str, queue: str, task_id: str, message: bytes, *args: str | int) -> int:
-    """Run ENSURE or DONE: either may push ``message`` (task ``task_id``) to the head of ``queue``."""
-    keys = [KEY_INBOX, KEY_LEASE, queue]
+def run_scheduling(
+    client: redis.Redis, script: str, task_id: str, *args: str | int, queue: str | None = None, message: bytes = b""
+) -> int:
+    """Run ENSURE or DONE; above 0 when it leased the inbox to task ``task_id``. On a Redis broker (``queue``
+    and the task's ``message`` given) the script has also pushed that message to the head of ``queue``."""
+    keys = [KEY_INBOX, KEY_LEASE, *([queue] if queue else [])]
     waiting: int = _script(client, script)(keys=keys, args=[task_id, message, LEASE_SECONDS, *args])
     return waiting
 

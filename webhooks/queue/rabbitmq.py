@@ -1,9 +1,9 @@
 """The Celery settings a RabbitMQ broker needs: quorum queues, native delayed delivery, confirmed publishes.
 
-On RabbitMQ the broker holds the task messages only: the registry and the delivery log stay in Redis
-(``WEBHOOKS_REDIS_URL``, required with such a broker), and so do none of the Redis broker's shortcuts
-(messages pushed by hand, the inbox, retries waiting in a sorted set): tasks go through Celery's own
-``send_task``/``apply_async``. What makes that path safe:
+On RabbitMQ the broker holds the task messages only: the registry, the delivery log and the inbox of events
+published one at a time stay in Redis (``WEBHOOKS_REDIS_URL``, required with such a broker), and none of the
+Redis broker's other shortcuts (messages pushed by hand, retries waiting in a sorted set) apply: tasks go
+through Celery's own ``send_task``/``apply_async``. What makes that path safe:
 
 - Quorum queues (``task_default_queue_type``) are replicated and durable, and a message a worker held
   unacknowledged goes back to the queue as soon as that worker's connection drops.

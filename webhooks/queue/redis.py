@@ -18,19 +18,17 @@ visibility timeout (``settings.py``) can be short enough to bring those back wit
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from functools import cache
 
 import redis
 from celery import Celery
 from celery.signals import after_task_publish, before_task_publish
-from kombu.exceptions import OperationalError
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from webhooks.queue import inbox
-from webhooks.queue.base import FANOUT_INBOX_TASK, Claimed, Depths, Queue, TaskCall
+from webhooks.queue.base import FANOUT_INBOX_TASK, Depths, TaskCall, reachable
 from webhooks.queue.celery import CeleryQueue
 from webhooks.queue.messages import task_message
 
@@ -67,21 +65,18 @@ def waiting_member(list_key: str, message: bytes | str) -> bytes:
     return list_key.encode() + b"\n" + raw
 
 
-class RedisQueue(Queue):
-    """Hand-built messages pushed in one round trip; due calls in KEY_WAITING; single events via the inbox."""
-
-    needs_housekeeping = True
+class RedisQueue(CeleryQueue):
+    """Hand-built messages pushed in one round trip; due calls in KEY_WAITING; the inbox in the broker itself."""
 
     def __init__(self, app: Celery, client: redis.Redis | None = None) -> None:
-        super().__init__(app)
         self.client = client if client is not None else broker_client(str(app.conf.broker_url))
-        self._celery = CeleryQueue(app)
+        super().__init__(app, inbox_client=self.client)
 
     def enqueue(self, calls: Sequence[TaskCall]) -> None:
         if not calls:
             return
         if self._celery_hooks_wanted():
-            self._celery.enqueue(calls)
+            super().enqueue(calls)
             return
         now: dict[str, list[bytes]] = {}
         later: dict[bytes, float] = {}
@@ -93,7 +88,7 @@ class RedisQueue(Queue):
                 now.setdefault(queue, []).append(message)
             else:
                 later[waiting_member(queue, message)] = call.due
-        with _reachable():
+        with reachable():
             if len(now) == 1 and not later:  # the common case: one command
                 ((queue, messages),) = now.items()
                 self.client.lpush(queue, *messages)
@@ -105,33 +100,15 @@ class RedisQueue(Queue):
                     pipe.zadd(KEY_WAITING, later)
                 pipe.execute()
 
-    def publish(self, events: Sequence[tuple[str, str, str]]) -> None:
-        """A single event waits in the inbox for the fan-out of the events published about the same time;
-        a batch gets its own ``webhooks.fanout_many`` tasks."""
-        if len(events) != 1:
-            super().publish(events)
-            return
-        ((name, event_id, body),) = events
-        with _reachable():
-            if inbox.append(self.client, name, event_id, body) == 1:
-                self._schedule_fanout(inbox.ENSURE)
-
-    def claim(self, task_id: str, count: int) -> Claimed | None:
-        with _reachable():
-            return inbox.claim(self.client, task_id, count)
-
-    def done(self, task_id: str, taken: int) -> int:
-        return self._schedule_fanout(inbox.DONE, task_id, taken)
-
     def housekeeping(self, now: float) -> None:
         """Move due retries onto their lists, and schedule a fan-out of the inbox if its task was lost."""
-        with _reachable():
+        with reachable():
             self.client.eval(_RELEASE_DUE, 1, KEY_WAITING, now, RELEASE_BATCH)
-        self._schedule_fanout(inbox.ENSURE)
+        super().housekeeping(now)
 
     def depths(self, now: float) -> Depths:
         """The default queue's length, the waiting retries and the inbox, in one round trip."""
-        with _reachable(), self.client.pipeline(transaction=False) as pipe:
+        with reachable(), self.client.pipeline(transaction=False) as pipe:
             pipe.llen(self.app.conf.task_default_queue)
             pipe.zcard(KEY_WAITING)
             pipe.zrange(KEY_WAITING, 0, 0, withscores=True)
@@ -141,12 +118,13 @@ class RedisQueue(Queue):
         return Depths(int(queue), int(waiting), max(0.0, round(overdue, 3)), int(waiting_events))
 
     def _schedule_fanout(self, script: str, *args: str | int) -> int:
-        """Run an inbox script that may put a new ``webhooks.fanout_inbox`` at the head of its list."""
+        """Run an inbox script that may put a new ``webhooks.fanout_inbox`` at the head of its list, in the same
+        step as it leases the inbox to it: nothing to send after, so nothing to fail."""
         queue = self._list_for(FANOUT_INBOX_TASK)
         call = TaskCall(FANOUT_INBOX_TASK, (), "()", task_id=inbox.new_task_id())
         message = task_message(call, queue, self.app.thread_oid)
-        with _reachable():
-            return inbox.run_scheduling(self.client, script, queue, call.task_id or "", message, *args)
+        with reachable():
+            return inbox.run_scheduling(self.client, script, call.task_id or "", *args, queue=queue, message=message)
 
     def _list_for(self, task_name: str) -> str:
         return _queue_name(self.app, task_name)
@@ -166,14 +144,6 @@ def _queue_name(app: Celery, task_name: str) -> str:
 def is_redis_url(url: str) -> bool:
     """Whether a broker URL names Redis (kombu's Redis transport, our pushes and waiting set)."""
     return url.startswith(REDIS_SCHEMES)
-
-
-@contextmanager
-def _reachable() -> Iterator[None]:
-    try:
-        yield
-    except redis.RedisError as exc:
-        raise OperationalError(str(exc)) from exc
 
 
 @cache

@@ -1,13 +1,19 @@
-"""Any other broker: Celery's own send_task, a later call with its countdown (native delayed delivery)."""
+"""Any other broker: Celery's own send_task, a later call with its countdown (native delayed delivery), and
+single events in an inbox in the store's Redis."""
 
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
+import fakeredis
 import pytest
+from kombu.exceptions import OperationalError
 
+import webhooks.queue as queue_module
 from webhooks.celery_app import app
 from webhooks.queue import CeleryQueue, RedisQueue, TaskCall, queue_for
+from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE
 
 CALL = TaskCall("webhooks.deliver", ("crm", "evt_1", "{}"), "('crm', 'evt_1')")
 
@@ -54,3 +60,76 @@ def test_the_queue_is_chosen_from_the_broker_url(monkeypatch, url, kind):
 
 def test_other_brokers_report_no_depths():
     assert CeleryQueue(app).depths(now=0.0) is None  # their queues are not ours to read
+
+
+@pytest.fixture
+def inbox_queue(monkeypatch):
+    """A CeleryQueue whose inbox is in a (fake) store Redis, as on RabbitMQ; what it sends is listed."""
+    sent = []
+    monkeypatch.setattr(app, "send_task", lambda name, args, **options: sent.append((name, options["task_id"])))
+    queue = CeleryQueue(app, inbox_client=fakeredis.FakeRedis(server=fakeredis.FakeServer()))
+    queue.sent = sent
+    return queue
+
+
+def lease(queue) -> str:
+    return queue.inbox_client.get(KEY_LEASE).decode()
+
+
+def test_with_an_inbox_single_events_wait_in_it_behind_one_fanout_task_sent_through_celery(inbox_queue):
+    for n in range(3):
+        inbox_queue.publish([("user_created", f"evt_{n}", "{}")])
+    assert inbox_queue.inbox_client.llen(KEY_INBOX) == 3
+    assert inbox_queue.sent == [("webhooks.fanout_inbox", lease(inbox_queue))]  # one task, holding the lease
+    assert inbox_queue.needs_housekeeping
+
+
+def test_the_fanout_task_takes_its_events_and_hands_the_lease_on_only_while_events_wait(inbox_queue):
+    inbox_queue.publish([("user_created", "evt_1", "{}")])
+    ((_, first),) = inbox_queue.sent
+    claimed = inbox_queue.claim(first, 100)
+    assert claimed.events == [("user_created", "evt_1", "{}")]
+    inbox_queue.publish([("user_created", "evt_2", "{}")])  # while it fans out: it will hand on
+    assert inbox_queue.done(first, claimed.taken) == 1
+    second = inbox_queue.sent[-1][1]
+    assert second != first and lease(inbox_queue) == second
+    assert inbox_queue.claim(first, 100) is None  # the first task, run again, has nothing to do
+    assert inbox_queue.done(second, inbox_queue.claim(second, 100).taken) == 0
+    assert not inbox_queue.inbox_client.exists(KEY_LEASE) and len(inbox_queue.sent) == 2
+
+
+def test_a_fanout_that_cannot_be_sent_leaves_the_event_accepted_and_housekeeping_sends_one_later(
+    inbox_queue, monkeypatch, caplog
+):
+    def broker_down(name, args, **options):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(app, "send_task", broker_down)
+    inbox_queue.publish([("user_created", "evt_1", "{}")])  # accepted: it waits in the inbox
+    assert "could not be sent" in caplog.text and inbox_queue.inbox_client.llen(KEY_INBOX) == 1
+    monkeypatch.setattr(app, "send_task", lambda name, args, **options: inbox_queue.sent.append((name, "x")))
+    inbox_queue.housekeeping(now=time.time())
+    assert inbox_queue.sent == []  # the lease of the task that was never sent still holds
+    inbox_queue.inbox_client.delete(KEY_LEASE)  # ... until it lapses
+    inbox_queue.housekeeping(now=time.time())
+    assert inbox_queue.sent == [("webhooks.fanout_inbox", "x")]
+
+
+def test_without_an_inbox_a_single_event_is_its_own_fanout_many_task(monkeypatch):
+    sent = []
+    monkeypatch.setattr(app, "send_task", lambda name, args, **options: sent.append(name))
+    queue = CeleryQueue(app)
+    queue.publish([("user_created", "evt_1", "{}")])
+    assert sent == ["webhooks.fanout_many"] and queue.claim("t", 100) is None and not queue.needs_housekeeping
+
+
+@pytest.mark.parametrize(("store", "inbox"), [("redis://127.0.0.1:1/0", True), ("memory://", False)])
+def test_on_another_broker_the_inbox_is_in_the_store_when_the_store_is_redis(monkeypatch, store, inbox):
+    monkeypatch.setattr(app.conf, "broker_url", "amqp://h//")
+    monkeypatch.setattr(queue_module, "get_settings", lambda: SimpleNamespace(store_url=store))
+    queue_module._queue.cache_clear()
+    try:
+        queue = queue_for(app)
+        assert type(queue) is CeleryQueue and (queue.inbox_client is not None) is inbox
+    finally:
+        queue_module._queue.cache_clear()
