@@ -148,7 +148,8 @@ def is_redis_url(url: str) -> bool:
 
 @cache
 def broker_client(url: str) -> redis.Redis:
-    """One client (and connection pool) per broker URL for the process; redis-py reconnects after a fork."""
+    """One client (and connection pool) per Redis URL for the process (the broker, or on another broker the
+    store, for the inbox); redis-py reconnects after a fork."""
     return redis.Redis.from_url(
         url,
         socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
