@@ -188,7 +188,7 @@ class WritableRegistry(Registry, Protocol):
         enabled: bool = True,
         rate_limit_per_second: int | None = None,
     ) -> Endpoint:
-        """Create an endpoint with a new id and a new secret."""
+        """Create an endpoint with a new id and a new secret; a rate limit of 0 or None is no limit."""
         ...
 
     def update(

@@ -53,7 +53,7 @@ def new_endpoint(
     enabled: bool = True,
     rate_limit_per_second: int | None = None,
 ) -> Endpoint:
-    """A new endpoint with a generated id and secret."""
+    """A new endpoint with a generated id and secret; a rate limit of 0 or None is no limit."""
     return validated(
         {
             "id": new_endpoint_id(),
@@ -62,7 +62,7 @@ def new_endpoint(
             "events": events,
             "description": description,
             "enabled": enabled,
-            "rate_limit_per_second": rate_limit_per_second,
+            "rate_limit_per_second": rate_limit_per_second or None,  # 0, as for edited(): no limit
         }
     )
 

@@ -228,7 +228,12 @@ class RedisRegistry:
             if score is not None:
                 pipe.zadd(self.KEY_ENDPOINTS, {endpoint_id: score})
         before = old.events if old is not None else frozenset()
-        after = new.events if new is not None else frozenset()
+        self._stage_index(pipe, endpoint_id, before, new.events if new is not None else frozenset())
+
+    def _stage_index(
+        self, pipe: redis.client.Pipeline, endpoint_id: str, before: frozenset[str], after: frozenset[str]
+    ) -> None:
+        """Queue the writes that move the endpoint in the event index from the events ``before`` to ``after``."""
         for name in sorted(before - after):
             pipe.srem(self.KEY_BY_EVENT.format(name=name), endpoint_id)
         for name in sorted(after):  # all, not only the new ones: heals an index an older version wrote
@@ -254,8 +259,7 @@ class RedisRegistry:
         endpoints = self.list()
         with self._reachable(), self._redis.pipeline(transaction=False) as pipe:
             for endpoint in endpoints:
-                for name in sorted(endpoint.events):
-                    pipe.sadd(self.KEY_BY_EVENT.format(name=name), endpoint.id)
+                self._stage_index(pipe, endpoint.id, frozenset(), endpoint.events)
             pipe.execute()
         return len(endpoints)
 

@@ -102,7 +102,7 @@ def add(
     registry = writable(services.registry)
     check_deliverable(url, AddressPolicy.of(services.settings))  # the settings page's rules
     endpoint = registry.add(
-        url, events, description=description, enabled=not disabled, rate_limit_per_second=rate_limit or None
+        url, events, description=description, enabled=not disabled, rate_limit_per_second=rate_limit
     )
     show(endpoint, as_json=as_json, reveal=True, message=f"Added endpoint {endpoint.id}. Give the receiver its secret.")
 

@@ -122,7 +122,7 @@ def new_endpoint() -> Response | str | tuple[str, int]:
     if not form.validate(policy=AddressPolicy.of(services().settings)):
         return render_template("endpoint_form.html", form=form, endpoint=None), 400
     endpoint = writable().add(
-        form.url, form.events, description=form.description, rate_limit_per_second=form.rate_limit_per_second or None
+        form.url, form.events, description=form.description, rate_limit_per_second=form.rate_limit_per_second
     )
     session[REVEAL_ONCE] = endpoint.id
     flash("Endpoint added. Give its receiver the secret shown below; Reveal shows it again later.", "success")
