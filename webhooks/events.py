@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, get_args
 from uuid import uuid4
@@ -27,7 +27,7 @@ from pydantic import (
     ValidationInfo,
     field_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic_core import PydanticCustomError, PydanticSerializationError
 
 from webhooks.errors import InvalidEventError
 
@@ -110,6 +110,9 @@ UtcDatetime = Annotated[
 """An aware instant in UTC, written on the wire as ``YYYY-MM-DDTHH:MM:SSZ``."""
 
 
+#: A lone surrogate: Python strings hold them; UTF-8, JSON and HTTP headers cannot.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
 #: Deepest nesting of a free-form value: far beyond real records, far below Python's recursion limit.
 MAX_NESTING_LEVELS = 64
 
@@ -127,6 +130,8 @@ def _json_copy(value: Any, where: str = "", depth: int = 0) -> Any:
                     "json_key",
                     f"Key {_show(key)} at {where or 'the top level'} is not a string; JSON keys must be strings.",
                 )
+            if _SURROGATE.search(key):  # pydantic would write it as U+FFFD: the key would change on the way
+                raise _fail("json_key", f"Key {_show(key)} at {where or 'the top level'} holds a lone surrogate.")
             copy[key] = _json_copy(item, f"{where}.{key}" if where else key, depth + 1)
         return copy
     if isinstance(value, list | tuple):
@@ -142,16 +147,18 @@ JsonObject = Annotated[dict[str, Any], AfterValidator(_json_copy)]
 """A free-form object (custom properties) that survives JSON exactly: nulls, nesting and unicode kept."""
 
 
-#: 1 to 255 characters, none of them whitespace (``\s`` is exactly what ``str.isspace`` accepts).
-_EVENT_ID = re.compile(r"\S{1,255}")
+#: 1 to 255 visible ASCII characters (RFC 9110's VCHAR: letters, digits and punctuation, no space): what an HTTP
+#: header (``webhook-id``), a Redis key and a log line all carry unchanged (docs/receiver-contract.md, 2.1).
+_EVENT_ID = re.compile(r"[!-~]{1,255}")
 
 
 def _check_event_id(value: str) -> str:
-    """Receivers de-duplicate retries by id and log it, so it must be a single printable token."""
-    if not (_EVENT_ID.fullmatch(value) and value.isprintable()):
+    """Receivers de-duplicate retries by id, and it travels in a header, so it must be a header-safe token."""
+    if not _EVENT_ID.fullmatch(value):
         raise _fail(
             "event_id",
-            f"Event id {_show(value)} must be 1 to 255 characters without whitespace or control characters.",
+            f"Event id {_show(value)} must be 1 to 255 ASCII letters, digits or punctuation characters "
+            "(no spaces, no other characters: it is sent in an HTTP header).",
         )
     return value
 
@@ -407,13 +414,37 @@ def serialize(event: Event, *, max_bytes: int | None = None) -> bytes:
     A body over ``max_bytes`` raises InvalidEventError: it would be stored once per delivery and
     once per task message, and sent to every receiver.
     """
-    body = event.model_dump_json(exclude_none=True).encode()
+    try:
+        body = event.model_dump_json(exclude_none=True).encode()
+    except PydanticSerializationError:  # a lone surrogate: Python strings hold them, UTF-8 and JSON cannot
+        where = ", ".join(_unencodable(event.model_dump(exclude_none=True), "")) or "a field"
+        raise InvalidEventError(
+            f"The {event.name} event is invalid: {where} holds a character UTF-8 cannot encode "
+            "(a lone surrogate such as '\\ud800'), so it cannot be sent as JSON."
+        ) from None
     if max_bytes is not None and len(body) > max_bytes:
         raise InvalidEventError(
             f"The {event.name} event {event.id} is {len(body):,} bytes serialized; "
             f"at most {max_bytes:,} are published (WEBHOOKS_MAX_EVENT_BYTES)."
         )
     return body
+
+
+def _unencodable(value: object, where: str) -> list[str]:
+    """The dotted paths of the strings in ``value`` that UTF-8 cannot encode."""
+    if isinstance(value, str):
+        return [where] if _SURROGATE.search(value) else []
+    if isinstance(value, dict):
+        items: Iterable[tuple[object, object]] = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    else:
+        return []
+    found = []
+    for key, item in items:
+        path = f"{where}.{key}" if where else str(key)
+        found += _unencodable(item, path)
+    return found
 
 
 def parse_event(body: str | bytes) -> Event:

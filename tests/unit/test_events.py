@@ -247,9 +247,31 @@ def test_given_event_id_is_kept() -> None:
     assert wire(build("user_created", event_id="order-42/created"))["id"] == "order-42/created"
 
 
-@pytest.mark.parametrize("event_id", ["", "has space", "tab\there", "nul\x00", "x" * 256, 42])
-def test_malformed_event_id_is_rejected(event_id: Any) -> None:
+@pytest.mark.parametrize(
+    "event_id", ["", "has space", "tab\there", "nul\x00", "x" * 256, 42, "evt_bad_€", "evt_事件", "evt_\ud800", "é"]
+)
+def test_an_event_id_a_header_cannot_carry_is_rejected(event_id: Any) -> None:
     rejects("user_created", "id:", user=user(), event_id=event_id)
+
+
+def test_every_visible_ascii_character_may_be_in_an_event_id() -> None:
+    visible = "".join(chr(code) for code in range(0x21, 0x7F))
+    assert wire(build("user_created", event_id=visible))["id"] == visible
+
+
+@pytest.mark.parametrize(
+    ("where", "change"),
+    [
+        ("user.email", lambda kwargs: kwargs["user"].update(email="ada\ud800@example.com")),
+        ("user.properties.plan", lambda kwargs: kwargs["user"]["properties"].update(plan="pro\udfff")),
+        ("Key 'p\\udc00'", lambda kwargs: kwargs["user"]["properties"].update({"p\udc00": 1})),
+    ],
+)
+def test_a_lone_surrogate_anywhere_is_an_invalid_event_never_another_error(where: str, change: Any) -> None:
+    kwargs = sample_event_kwargs("user_created")
+    change(kwargs)
+    with pytest.raises(InvalidEventError, match=re.escape(where)):
+        serialize(build_event("user_created", **kwargs, now=NOW))
 
 
 # --- parse_event --------------------------------------------------------------------------------

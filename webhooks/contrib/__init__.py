@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from webhooks.events import build_event
+from webhooks.events import build_event, serialize
 from webhooks.publish import publish_event
 
 __all__ = ["deferred"]
@@ -28,5 +28,6 @@ def deferred(name: str, fields: dict[str, Any]) -> tuple[str, Callable[[], str]]
     and says when it happened rather than when the transaction ended. Raises InvalidEventError at once.
     """
     event = build_event(name, **fields, now=datetime.now(UTC))
+    serialize(event)  # what only serializing finds (a lone surrogate) raises here too, not after the commit
     fixed = fields | {"event_id": event.id, "occurred_at": event.occurred_at}
     return event.id, partial(publish_event, name, **fixed)

@@ -40,14 +40,18 @@ def load_endpoints(path: Path) -> list[Endpoint]:
         raise ConfigurationError(f"The endpoint registry {str(path)!r} cannot be read: {exc.strerror}.") from None
     except yaml.YAMLError as exc:
         raise ConfigurationError(f"The endpoint registry {str(path)!r} is not valid YAML: {exc}") from None
-    if document is None:
-        return []
-    if not isinstance(document, dict) or not isinstance(document.get("endpoints", []), list):
+    if document is None or (isinstance(document, dict) and document.get("endpoints") is None):
+        # most likely a file emptied or cut by mistake: a worker would take every event and deliver none
+        raise ConfigurationError(
+            f"The endpoint registry {str(path)!r} lists no endpoints; "
+            "write `endpoints: []` if it is meant to have none."
+        )
+    if not isinstance(document, dict) or not isinstance(document["endpoints"], list):
         raise ConfigurationError(f"The endpoint registry {str(path)!r} must be a mapping with a list `endpoints`.")
     problems: list[str] = []
     endpoints: list[Endpoint] = []
     seen: set[str] = set()
-    for number, entry in enumerate(document.get("endpoints") or [], start=1):
+    for number, entry in enumerate(document["endpoints"], start=1):
         label = _label(number, entry)
         try:
             endpoint = Endpoint.model_validate(entry)

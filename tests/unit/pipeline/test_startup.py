@@ -30,6 +30,17 @@ def test_an_invalid_yaml_registry_stops_the_worker_with_one_line(tmp_path):
     assert "\n" not in message
 
 
+def test_an_empty_yaml_registry_stops_the_worker_with_one_sentence(tmp_path):
+    registry = tmp_path / "endpoints.yaml"
+    registry.write_text("", encoding="utf-8")
+    with pytest.raises(SystemExit) as stopped:
+        startup_check(settings_with(registry))(parent=None)
+    assert str(stopped.value.code) == (
+        f"The worker did not start: The endpoint registry {str(registry)!r} lists no endpoints; "
+        "write `endpoints: []` if it is meant to have none."
+    )
+
+
 def test_starting_puts_every_endpoint_of_a_redis_registry_in_its_events_index(monkeypatch):
     import fakeredis
 

@@ -50,8 +50,14 @@ def test_unknown_id_raises_not_found(tmp_path):
         load(tmp_path, GOOD).get("nope")
 
 
-def test_empty_file_is_an_empty_registry(tmp_path):
-    assert load(tmp_path, "").list() == []
+@pytest.mark.parametrize("text", ["", "# nothing yet\n", "endpoints:\n", "{}\n"])
+def test_a_registry_that_lists_no_endpoints_is_refused_with_the_way_out(tmp_path, text):
+    with pytest.raises(ConfigurationError, match=r"lists no endpoints; write `endpoints: \[\]` if it is meant"):
+        load(tmp_path, text)
+
+
+def test_an_explicit_empty_list_is_an_empty_registry(tmp_path):
+    assert load(tmp_path, "endpoints: []\n").list() == []
 
 
 @pytest.mark.parametrize(
