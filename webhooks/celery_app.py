@@ -23,12 +23,16 @@ import threading
 import time
 from typing import Any
 
+import redis
 from celery import Celery, bootsteps
 from celery.signals import after_setup_logger, after_setup_task_logger, worker_init, worker_process_init, worker_ready
 from kombu.exceptions import OperationalError
 
+from webhooks.errors import WebhooksError
+from webhooks.log import open_delivery_log, store_client
 from webhooks.logformat import use_json_lines
 from webhooks.metrics import serve_worker_metrics
+from webhooks.pipeline import reconcile
 from webhooks.pipeline.startup import startup_check
 from webhooks.queue import broker_transport, queue_for
 from webhooks.queue.rabbitmq import celery_options
@@ -82,6 +86,7 @@ def create_celery_app(settings: Settings) -> Celery:
         # the producer a broker write each. Turned on, the Redis queue sends through Celery to honour it.
         task_send_sent_event=False,
         worker_hijack_root_logger=False,
+        worker_consumer="webhooks.queue.consumer:Consumer",  # back within a second of the broker's return
     )
     app.conf.update(celery_options(settings.broker_url))  # RabbitMQ: quorum queues, native delayed delivery
     app.steps["worker"].add(ReleaseDueRetries)
@@ -98,7 +103,8 @@ def create_celery_app(settings: Settings) -> Celery:
 
 class ReleaseDueRetries(bootsteps.StartStopStep):
     """In every worker, a thread for the queue's housekeeping (a Redis broker's retries whose time has come onto
-    the queue; a fan-out of the inbox whose task was lost, wherever the inbox is); none where there is none."""
+    the queue; a fan-out of the inbox whose task was lost, wherever the inbox is), and, when it is this worker's
+    turn, the deliveries the log shows no message left to send (``pipeline/reconcile.py``)."""
 
     requires = ("celery.worker.components:Pool",)  # started after a prefork pool has forked its children
 
@@ -108,10 +114,9 @@ class ReleaseDueRetries(bootsteps.StartStopStep):
         self._thread: threading.Thread | None = None
 
     def start(self, parent: Any) -> None:
-        if queue_for(parent.app).needs_housekeeping:
-            self._thread = threading.Thread(target=self._run, args=(parent.app,), name="release-due-retries")
-            self._thread.daemon = True
-            self._thread.start()
+        self._thread = threading.Thread(target=self._run, args=(parent.app,), name="release-due-retries")
+        self._thread.daemon = True
+        self._thread.start()
 
     def stop(self, parent: Any) -> None:
         self._stopping.set()
@@ -119,11 +124,22 @@ class ReleaseDueRetries(bootsteps.StartStopStep):
             self._thread.join(timeout=RELEASE_INTERVAL_SECONDS * 4)
 
     def _run(self, app: Celery) -> None:
+        queue, next_look = queue_for(app), time.monotonic()
         while not self._stopping.wait(RELEASE_INTERVAL_SECONDS):
             try:
-                queue_for(app).housekeeping(time.time())
-            except OperationalError as exc:  # the worker's own connection reports the outage too; keep trying
-                logger.warning("Due retries and the inbox cannot be looked after: %s", exc)
+                if queue.needs_housekeeping:
+                    queue.housekeeping(time.time())
+                if time.monotonic() >= next_look:
+                    settings = get_settings()
+                    next_look = time.monotonic() + reconcile.interval_seconds(settings)
+                    store = store_client(settings.store_url)
+                    reconcile.reconcile(settings, open_delivery_log(settings), store, queue, time.time())
+            except (
+                OperationalError,
+                WebhooksError,
+                redis.RedisError,
+            ) as exc:  # the worker's connection reports it too; keep trying
+                logger.warning("Due retries, the inbox and overdue deliveries cannot be looked after: %s", exc)
 
 
 def _freeze_startup_objects(**_: Any) -> None:

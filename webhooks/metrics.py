@@ -36,6 +36,7 @@ __all__ = [
     "ATTEMPT_SECONDS",
     "CONTENT_TYPE",
     "DELIVERIES",
+    "RESENT",
     "BrokerCollector",
     "count",
     "exposition",
@@ -61,6 +62,11 @@ DELIVERIES = Counter(
     "webhooks_deliveries",
     "Deliveries that reached a final state, by endpoint and outcome (delivered, failed, dropped).",
     ["endpoint", "outcome"],
+    registry=None,
+)
+RESENT = Counter(
+    "webhooks_deliveries_resent",
+    "Deliveries found pending or overdue in the delivery log with no message left to send them, sent again.",
     registry=None,
 )
 ATTEMPT_SECONDS = Histogram(
@@ -133,7 +139,7 @@ def _collectors(app: Celery) -> CollectorRegistry:
     if _multiprocess_dir is not None:
         MultiProcessCollector(registry, path=str(_multiprocess_dir))  # type: ignore[no-untyped-call]
     else:
-        for metric in (ATTEMPTS, DELIVERIES, ATTEMPT_SECONDS):
+        for metric in (ATTEMPTS, DELIVERIES, RESENT, ATTEMPT_SECONDS):
             registry.register(metric)
     registry.register(BrokerCollector(app))
     return registry

@@ -151,6 +151,12 @@ class Settings(BaseSettings):
         ge=1,
         description="Most deliveries held for one disabled endpoint; the oldest beyond it are dropped (and logged).",
     )
+    reconcile_after_seconds: int = Field(
+        900,
+        ge=1,
+        description="Seconds a delivery may stay pending, or overdue for its retry, with nothing attempted before a "
+        "worker takes its message for lost and sends it again (it may then arrive twice).",
+    )
     operator_webhook_url: str | None = Field(
         None, description="Where operator events (endpoint_disabled, delivery_failed...) are POSTed, signed."
     )

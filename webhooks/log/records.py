@@ -63,6 +63,20 @@ class FannedOut(NamedTuple):
     endpoint_ids: Sequence[str]
 
 
+class Overdue(NamedTuple):
+    """A delivery that no message seems to carry any more (``DeliveryLog.overdue``): sent again as it stands."""
+
+    event_id: str
+    endpoint_id: str
+    body: str
+    #: Attempts it has had in its series: the next one is ``attempts + 1``.
+    attempts: int
+
+    @property
+    def id(self) -> str:
+        return delivery_id(self.event_id, self.endpoint_id)
+
+
 @dataclass(frozen=True, slots=True)
 class Attempt:
     """One POST (or a refusal to send), as the log keeps it."""

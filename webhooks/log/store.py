@@ -41,6 +41,7 @@ from webhooks.log.records import (
     DeliverySummary,
     EndpointActivity,
     FannedOut,
+    Overdue,
     State,
     delivery_id,
     split_delivery_id,
@@ -193,6 +194,22 @@ for first = 2, #ARGV, 1000 do  -- unpack takes a few thousand values at most
     end
 end
 """
+
+#: Most ids of each state ``overdue`` looks at in one call, oldest first.
+OVERDUE_SCAN = 2_000
+#: What ``overdue`` reads of a delivery: its ids, body and state, then the times that show it moving (when its
+#: series began, its last attempt, its next retry is due, it was last found overdue), then its attempts.
+_OVERDUE_FIELDS = (
+    "event_id",
+    "endpoint_id",
+    "body",
+    "state",
+    "started_at",
+    "updated_at",
+    "next_retry_at",
+    "found_overdue_at",
+    "attempts",
+)
 
 _SUMMARY_FIELDS = (
     "event_id",
@@ -380,6 +397,34 @@ class DeliveryLog:
                 hours=tuple(HourCounts.from_hash(h, cast(dict[str, str], next(replies))) for h in hours),
             )
         return result
+
+    def overdue(self, cutoff: float, limit: int) -> list[Overdue]:
+        """Up to ``limit`` deliveries that nothing has touched since ``cutoff`` (Unix seconds): pending and never
+        attempted, or retrying with their retry due before it. Each is marked as found now, so that it is not
+        found again before ``cutoff`` passes that mark. Three round trips, whatever the log holds."""
+        states = (State.PENDING, State.RETRYING)
+        with self._reachable():
+            with self._redis.pipeline(transaction=False) as pipe:
+                for state in states:
+                    pipe.zrangebyscore(self.KEY_BY_STATE.format(state=state.value), "-inf", cutoff, 0, OVERDUE_SCAN)
+                candidates = [did for ids in pipe.execute() for did in ids]
+            with self._redis.pipeline(transaction=False) as pipe:
+                for did in candidates:
+                    pipe.hmget(self.KEY_DELIVERY.format(id=did), _OVERDUE_FIELDS)
+                rows = pipe.execute()
+            found = [
+                Overdue(event_id, endpoint_id, body, int(attempts or 0))
+                for event_id, endpoint_id, body, state, *times, attempts in rows
+                if state in (State.PENDING.value, State.RETRYING.value)
+                and event_id is not None
+                and max(float(time or 0) for time in times) < cutoff
+            ][:limit]
+            if found:
+                with self._redis.pipeline(transaction=False) as pipe:
+                    for one in found:
+                        pipe.hset(self.KEY_DELIVERY.format(id=one.id), "found_overdue_at", self._clock())
+                    pipe.execute()
+        return found
 
     def __len__(self) -> int:
         with self._reachable():

@@ -115,7 +115,16 @@ def attempt(settings: Settings, endpoint: Endpoint, event_id: str, body: str, nu
             error="TimeLimitExceeded",
             reason=TIME_LIMIT_REASON,
         )
+    except Exception as exc:  # a fault of ours, not the receiver's: this delivery is retried, its batch goes on
+        logger.exception("Attempt %d of %s to endpoint %r raised unexpectedly.", number, event_id, endpoint.id)
+        result = unexpected(exc)
     return Made(endpoint.id, event_id, body, attempt_of(result, number, now), result.retry_after_seconds)
+
+
+def unexpected(exc: Exception) -> AttemptResult:
+    """A failed attempt's result for an exception the sending code did not expect; retried like any failure."""
+    error = f"{type(exc).__name__}: {exc}"[:RESPONSE_EXCERPT_BYTES]
+    return AttemptResult(Outcome.RETRY, None, 0.0, error=error, reason=f"Unexpected error ({error[:100]})")
 
 
 def refusal(endpoint_id: str, event_id: str, body: str, number: int, why: str) -> Made:

@@ -21,7 +21,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import cache
@@ -64,7 +65,6 @@ from webhooks.queue.base import (
     events_repr,
     ids_repr,
 )
-from webhooks.queue.inbox import LEASE_SECONDS
 from webhooks.registry import Endpoint, Registry, open_registry
 from webhooks.settings import MAX_RETRIES
 
@@ -183,23 +183,28 @@ class _BatchTask(_Task):
     shown = staticmethod(batch_repr)
 
 
-#: Both fan-out tasks: acknowledged once every delivery is enqueued; a broker or registry outage retries them,
-#: well within the inbox's lease (so a retried ``fanout_inbox`` still holds it and takes its own events).
+#: Most seconds between two tries of a fan-out that cannot reach the registry or the broker: its events are
+#: fanned out within that long of the outage's end.
+FANOUT_RETRY_MAX_SECONDS = 4
+
+#: Both fan-out tasks: acknowledged once every delivery is enqueued; a broker or registry outage retries them
+#: for as long as it lasts (their events are accepted: no retry limit may drop them).
 _FANOUT_OPTIONS: dict[str, Any] = {
     "acks_late": True,
     "autoretry_for": (OperationalError, RegistryUnavailableError),
     "retry_backoff": True,
-    "retry_backoff_max": LEASE_SECONDS // 4,
+    "retry_backoff_max": FANOUT_RETRY_MAX_SECONDS,
     "retry_jitter": True,
-    "max_retries": MAX_RETRIES,
+    "max_retries": None,
 }
 
 
 @app.task(base=_EventsTask, name=FANOUT_MANY_TASK, **_FANOUT_OPTIONS)
 def fanout_many(events: list[list[str]]) -> int:
     """Enqueue the deliveries of a batch of ``[name, id, body]`` in one push; return how many."""
-    calls = fan_out(registry(), delivery_log(), [(name, event_id, body) for name, event_id, body in events])
-    queue_for(app).enqueue(calls)
+    with _waiting_through_outages(len(events)):
+        calls = fan_out(registry(), delivery_log(), [(name, event_id, body) for name, event_id, body in events])
+        queue_for(app).enqueue(calls)
     return _deliveries(calls)
 
 
@@ -213,10 +218,26 @@ def fanout_inbox(self: Task[[], int]) -> int:
     claimed = queue.claim(task_id, EVENTS_PER_FANOUT)
     if claimed is None:
         return 0
-    calls = fan_out(registry(), delivery_log(), claimed.events)
-    queue.enqueue(calls)
+    with queue.renewing(task_id), _waiting_through_outages(len(claimed.events)):
+        calls = fan_out(registry(), delivery_log(), claimed.events)
+        queue.enqueue(calls)
     queue.done(task_id, claimed.taken)
     return _deliveries(calls)
+
+
+@contextmanager
+def _waiting_through_outages(events: int) -> Iterator[None]:
+    """Say that ``events`` wait for their fan-out when the registry or the broker cannot be reached."""
+    try:
+        yield
+    except (OperationalError, RegistryUnavailableError) as exc:
+        logger.warning(
+            "%s %d events wait for their fan-out, tried again within %d seconds until it answers.",
+            " ".join(str(exc).split()),
+            events,
+            FANOUT_RETRY_MAX_SECONDS,
+        )
+        raise
 
 
 def _deliveries(calls: Sequence[TaskCall]) -> int:

@@ -151,6 +151,11 @@ class Queue(ABC):
         """Remove the ``taken`` events the fan-out task fanned out; return how many still wait."""
         return 0
 
+    @contextmanager
+    def renewing(self, task_id: str) -> Iterator[None]:
+        """Keep the inbox's lease of the fan-out task ``task_id`` while the block runs."""
+        yield
+
     def depths(self, now: float) -> Depths | None:
         """What waits in the broker at ``now`` (Unix seconds), for metrics; None where the broker's queues are
         not ours to read."""

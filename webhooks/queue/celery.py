@@ -15,7 +15,8 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import redis
 from celery import Celery
@@ -70,6 +71,14 @@ class CeleryQueue(Queue):
             return None
         with reachable():
             return inbox.claim(self.inbox_client, task_id, count)
+
+    @contextmanager
+    def renewing(self, task_id: str) -> Iterator[None]:
+        if self.inbox_client is None:
+            yield
+            return
+        with inbox.renewing(self.inbox_client, task_id):
+            yield
 
     def done(self, task_id: str, taken: int) -> int:
         return 0 if self.inbox_client is None else self._schedule_fanout(inbox.DONE, task_id, taken)

@@ -10,12 +10,13 @@ next such task if more events came meanwhile. Under load, a hundred events cost 
 Nothing accepted is lost. One task at a time holds the inbox's lease (its task id, with an expiry);
 it reads events without removing them and removes them only after their deliveries are enqueued,
 and only while it still holds the lease; when it is done it hands the lease to a new task if events
-wait. A task lost with its worker lets the lease lapse after LEASE_SECONDS, and every worker's
-housekeeping (``CeleryQueue.housekeeping``, twice a second) then schedules a new one, which fans out
-the events the lost one had not removed: they may reach receivers twice (deduplicate on the event
-id), never not at all. The same housekeeping covers a publisher that died between its two round trips.
-A fan-out retried after a registry outage is due well within the lease (``pipeline/tasks.py``), so it
-finds its own lease and its own events.
+wait. The lease is short and renewed by its holder while it runs (``renewing``), so a task lost with
+its worker lets it lapse within LEASE_SECONDS, and every worker's housekeeping
+(``CeleryQueue.housekeeping``, twice a second) then schedules a new one, which fans out the events
+the lost one had not removed: they may reach receivers twice (deduplicate on the event id), never not
+at all, and the other workers' events wait seconds, not a minute. The same housekeeping covers a
+publisher that died between its two round trips, a task that waited in the queue past its lease (it
+then finds the lease taken, and does nothing), and a fan-out retried after a registry outage.
 
 Where the inbox lives: on a Redis broker, in the broker, and a script that leases the inbox to a new task
 also pushes that task's message to the head of the queue, in the same step. On any other broker (RabbitMQ)
@@ -30,6 +31,9 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from typing import Any
 from uuid import uuid4
@@ -44,9 +48,15 @@ logger = logging.getLogger("webhooks.inbox")
 KEY_INBOX = "webhooks:inbox"
 #: The id of the one ``webhooks.fanout_inbox`` task that may take events from the inbox now (with an expiry).
 KEY_LEASE = "webhooks:inbox:lease"
-#: Seconds a fan-out task's lease lasts: past it, another task is scheduled for the same events.
-LEASE_SECONDS = 60
+#: Seconds a fan-out task's lease lasts unless renewed: past it, another task is scheduled for the same events.
+LEASE_SECONDS = 3
+#: Seconds between two renewals of the lease by the task that holds it (``renewing``).
+RENEW_INTERVAL_SECONDS = 1.0
 
+# The lease holds the id of the task that runs, or "scheduled:" and the id of a task scheduled but not yet
+# started. A scheduled lease only keeps others from scheduling more tasks: any fan-out task that starts takes
+# it (the one scheduled may wait behind others in a busy worker), while a running task's lease is its alone.
+#
 # The scripts that may schedule a fan-out task take KEYS inbox, lease and, on a Redis broker, the queue, and
 # ARGV[1..3] the task's id, its message and the lease's seconds. With the queue, a scheduled task goes to the
 # head of it (its consumers pop from the right); without, the script only leases the inbox to the task, and
@@ -54,7 +64,7 @@ LEASE_SECONDS = 60
 
 #: Schedules a fan-out when events wait and no task holds the lease (it lapsed with a lost task).
 ENSURE = """
-if redis.call('LLEN', KEYS[1]) > 0 and redis.call('SET', KEYS[2], ARGV[1], 'NX', 'EX', ARGV[3]) then
+if redis.call('LLEN', KEYS[1]) > 0 and redis.call('SET', KEYS[2], 'scheduled:' .. ARGV[1], 'NX', 'EX', ARGV[3]) then
     if KEYS[3] then redis.call('RPUSH', KEYS[3], ARGV[2]) end
     return 1
 end
@@ -71,7 +81,7 @@ end
 redis.call('LTRIM', KEYS[1], ARGV[5], -1)
 local waiting = redis.call('LLEN', KEYS[1])
 if waiting > 0 then
-    redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[3])
+    redis.call('SET', KEYS[2], 'scheduled:' .. ARGV[1], 'EX', ARGV[3])
     if KEYS[3] then redis.call('RPUSH', KEYS[3], ARGV[2]) end
 else
     redis.call('DEL', KEYS[2])
@@ -80,10 +90,10 @@ return waiting
 """
 
 #: KEYS: inbox, lease. ARGV: the task's id, lease seconds, how many. The oldest events, without removing
-#: them, if this task holds the lease or takes it now it is free; nil if another task holds it.
+#: them, if this task holds the lease or takes it now it is free or only scheduled; nil if another task runs.
 _CLAIM = """
 local holder = redis.call('GET', KEYS[2])
-if holder and holder ~= ARGV[1] then
+if holder and holder ~= ARGV[1] and string.sub(holder, 1, 10) ~= 'scheduled:' then
     return false
 end
 redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2])
@@ -118,6 +128,38 @@ def claim(client: redis.Redis, task_id: str, count: int) -> Claimed | None:
         else:
             events.append(event)
     return Claimed(len(entries), events)
+
+
+#: KEYS: lease. ARGV: the task's id, lease seconds. Extends the lease if that task still holds it.
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    return redis.call('EXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+
+@contextmanager
+def renewing(client: redis.Redis, task_id: str) -> Iterator[None]:
+    """Renew task ``task_id``'s lease every RENEW_INTERVAL_SECONDS while the block runs (in a thread, since a
+    fan-out's one push may take longer than the lease); a renewal the store refuses is logged, and the lease
+    may then lapse to another task, which is safe (``DONE`` removes nothing for a task that lost it)."""
+    stop = threading.Event()
+
+    def renew() -> None:
+        while not stop.wait(RENEW_INTERVAL_SECONDS):
+            try:
+                _script(client, _RENEW)(keys=[KEY_LEASE], args=[task_id, LEASE_SECONDS])
+            except redis.RedisError as exc:
+                logger.warning("The inbox's lease of task %s could not be renewed: %s", task_id, exc)
+
+    thread = threading.Thread(target=renew, name=f"inbox-lease-{task_id[:8]}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()  # a renewal under way ends first: none comes after the block
 
 
 def _event(entry: bytes) -> tuple[str, str, str] | None:

@@ -51,5 +51,4 @@ def celery_options(broker_url: str) -> dict[str, Any]:
         "worker_detect_quorum_queues": True,
         "broker_native_delayed_delivery_queue_type": "quorum",
         "broker_transport_options": {"confirm_publish": True},
-        "worker_consumer": "webhooks.queue.consumer:Consumer",
     }

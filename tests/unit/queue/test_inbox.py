@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 from tests.cli import unreachable_redis
+from tests.waiting import wait_until
 from webhooks import PublishError, publish_event
 from webhooks.celery_app import app
 from webhooks.errors import RegistryUnavailableError
 from webhooks.pipeline import tasks
 from webhooks.queue import EVENTS_PER_FANOUT, RedisQueue
+from webhooks.queue import inbox
 from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE, LEASE_SECONDS
 from webhooks.registry import Endpoint, MemoryRegistry
 from webhooks.samples import sample_event_kwargs
@@ -46,7 +49,8 @@ def queued(broker) -> list[dict]:
 
 
 def lease(broker) -> str:
-    return broker.get(KEY_LEASE).decode()
+    """The id of the task that holds the inbox's lease, scheduled or running."""
+    return broker.get(KEY_LEASE).decode().removeprefix("scheduled:")
 
 
 def test_events_published_one_at_a_time_wait_in_the_inbox_behind_one_fanout_task(broker):
@@ -82,12 +86,43 @@ def test_events_beyond_one_tasks_share_are_handed_to_the_next_fanout_task_at_the
     assert broker.llen(KEY_INBOX) == 0 and not broker.exists(KEY_LEASE)
 
 
-def test_a_fanout_task_without_the_lease_leaves_the_events_to_the_task_that_holds_it(broker, registry, enqueued):
+def test_a_fanout_task_leaves_the_events_to_the_task_that_runs_with_the_lease(broker, registry, enqueued):
     publish(2)
-    holder = lease(broker)
+    broker.set(KEY_LEASE, "the-task-that-runs")  # a running task's lease: its id alone
     assert tasks.fanout_inbox.apply(task_id="a-stale-task").get() == 0
     assert enqueued.calls() == []
-    assert broker.llen(KEY_INBOX) == 2 and lease(broker) == holder
+    assert broker.llen(KEY_INBOX) == 2 and lease(broker) == "the-task-that-runs"
+
+
+def test_a_fanout_task_that_starts_first_takes_the_lease_of_one_only_scheduled(broker, registry, enqueued):
+    ids = publish(2)
+    scheduled = lease(broker)  # its task may wait behind others in a busy worker
+    assert tasks.fanout_inbox.apply(task_id="another-fanout-task").get() == 4
+    assert [[event_id for event_id, _ in call.args[1]] for call in enqueued] == [ids, ids]
+    assert tasks.fanout_inbox.apply(task_id=scheduled).get() == 0  # it comes later and finds nothing to do
+    assert broker.llen(KEY_INBOX) == 0 and not broker.exists(KEY_LEASE)
+
+
+def test_a_running_fanout_task_renews_its_lease_and_stops_when_it_is_done(broker, redis_queue, monkeypatch):
+    monkeypatch.setattr(inbox, "RENEW_INTERVAL_SECONDS", 0.05)
+    publish(1)
+    holder = lease(broker)
+    redis_queue.claim(holder, EVENTS_PER_FANOUT)
+    with redis_queue.renewing(holder):
+        broker.pexpire(KEY_LEASE, 300)
+        wait_until(lambda: broker.pttl(KEY_LEASE) > 1000, timeout=5, what="the lease to be renewed")
+    broker.pexpire(KEY_LEASE, 200)
+    time.sleep(0.4)  # eight renewal intervals: none comes once the block is left, and the lease lapses
+    assert not broker.exists(KEY_LEASE)
+
+
+def test_a_renewal_never_takes_back_a_lease_another_task_holds(broker, redis_queue, monkeypatch):
+    monkeypatch.setattr(inbox, "RENEW_INTERVAL_SECONDS", 0.05)
+    broker.set(KEY_LEASE, "the-task-that-holds-it-now", px=300)
+    with redis_queue.renewing("a-task-that-lost-it"):
+        time.sleep(0.2)
+    assert broker.get(KEY_LEASE) in (None, b"the-task-that-holds-it-now")
+    assert broker.pttl(KEY_LEASE) < 300
 
 
 def test_a_fanout_task_that_lost_its_lease_meanwhile_removes_nothing(broker, redis_queue):
