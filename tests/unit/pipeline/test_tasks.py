@@ -16,6 +16,7 @@ from tests.cli import unreachable_redis
 from webhooks.errors import PermanentDeliveryError, RetryableDeliveryError
 from webhooks.events import build_event, serialize
 from webhooks.log import Attempt, DeliveryLog, State
+from webhooks.pipeline import attempt as attempt_module
 from webhooks.pipeline import tasks
 from webhooks.pipeline.attempt import Made
 from webhooks.registry import Endpoint, MemoryRegistry
@@ -293,6 +294,31 @@ def test_a_failed_attempt_in_a_batch_waits_for_its_retry_as_a_delivery_of_its_ow
     assert (failed.state, failed.attempts, failed.last_result) == (State.RETRYING, 1, "HTTP 503")
     assert failed.next_retry_at is not None
     assert retry.due == pytest.approx(failed.next_retry_at.timestamp(), abs=1)
+
+
+@responses.activate
+def test_one_delivery_that_raises_unexpectedly_is_retried_with_its_reason_and_the_rest_of_its_batch_go_on(
+    registry, log, enqueued, monkeypatch, caplog
+):
+    responses.post(URL, status=200)
+    real_send = attempt_module.send
+
+    def send(session, endpoint, body, **options):
+        if options["webhook_id"] == "evt_2":
+            raise UnicodeEncodeError("latin-1", "evt_bad_€", 8, 9, "ordinal not in range(256)")
+        return real_send(session, endpoint, body, **options)
+
+    monkeypatch.setattr(attempt_module, "send", send)
+    assert deliver_many(4).get() == {"delivered": 3, "retrying": 1}
+    assert [call.request.body for call in responses.calls] == [body(n).encode() for n in (1, 3, 4)]
+    assert [log.get(f"evt_{n}@crm").state for n in (1, 3, 4)] == [State.DELIVERED] * 3
+    bad = log.get("evt_2@crm")
+    assert (bad.state, bad.attempts) == (State.RETRYING, 1)
+    assert bad.last_result.startswith("Unexpected error (UnicodeEncodeError: 'latin-1' codec can't encode")
+    ((retry, due),) = [(call, call.due) for call in enqueued]
+    assert (retry.name, retry.args[:2], retry.retries) == ("webhooks.deliver", ("crm", "evt_2"), 1)
+    assert due == pytest.approx(bad.next_retry_at.timestamp(), abs=1)
+    assert "Attempt 1 of evt_2 to endpoint 'crm' raised unexpectedly." in caplog.text
 
 
 @responses.activate

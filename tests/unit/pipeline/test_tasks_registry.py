@@ -48,3 +48,16 @@ def test_fanout_retries_when_the_registry_is_unreachable(monkeypatch, enqueued):
     result = tasks.fanout_many.apply(args=([["user_created", "evt_1", BODY]],))
     assert result.successful() and result.result == 1
     assert [call.args for call in enqueued] == [("crm", "evt_1", BODY)]
+
+
+def test_a_fanout_outlasts_any_outage_of_the_registry_and_says_that_events_wait(monkeypatch, enqueued, caplog):
+    registry = FlakyRegistry(failures=3 * tasks.MAX_RETRIES)  # far more tries than any delivery gets
+    monkeypatch.setattr(tasks, "registry", lambda: registry)
+    result = tasks.fanout_many.apply(args=([["user_created", "evt_1", BODY], ["user_created", "evt_2", BODY]],))
+    assert result.successful() and result.result == 2
+    waiting = [record.getMessage() for record in caplog.records if "wait for their fan-out" in record.getMessage()]
+    assert len(waiting) == 3 * tasks.MAX_RETRIES
+    assert waiting[0] == (
+        "The endpoint registry at redis://127.0.0.1:1/0 cannot be reached: down. 2 events wait for their fan-out, "
+        f"tried again within {tasks.FANOUT_RETRY_MAX_SECONDS} seconds until it answers."
+    )

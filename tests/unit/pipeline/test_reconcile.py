@@ -1,0 +1,51 @@
+"""Deliveries the log shows pending or overdue with no message left are sent again, by one worker at a time."""
+
+from __future__ import annotations
+
+import fakeredis
+import pytest
+
+from webhooks.log import DeliveryLog, FannedOut
+from webhooks.metrics import RESENT
+from webhooks.pipeline import reconcile
+from webhooks.settings import Settings
+
+BODY = '{"id":"evt_1","name":"user_created"}'
+SETTINGS = Settings(broker_url="memory://", reconcile_after_seconds=600)
+
+
+@pytest.fixture
+def store():
+    return fakeredis.FakeRedis(decode_responses=True)
+
+
+@pytest.fixture
+def log(store):
+    return DeliveryLog(store)
+
+
+def test_a_delivery_pending_past_the_limit_is_sent_again_once_and_counted(log, store, redis_queue, enqueued, caplog):
+    log.enqueued([FannedOut("evt_1", "user_created", BODY, ["crm"])])
+    now = log._clock()
+    before = RESENT._value.get()
+    assert reconcile.reconcile(SETTINGS, log, store, redis_queue, now + 60) == 0  # not yet: it may still be queued
+    store.delete(reconcile.KEY_LEASE)
+    assert reconcile.reconcile(SETTINGS, log, store, redis_queue, now + 601) == 1
+    ((call),) = enqueued
+    assert (call.name, call.args, call.retries) == ("webhooks.deliver", ("crm", "evt_1", BODY), 0)
+    assert RESENT._value.get() == before + 1
+    assert "resent delivery=evt_1@crm attempts=0" in caplog.text
+
+
+def test_one_worker_looks_per_interval(log, store, redis_queue, enqueued):
+    log.enqueued([FannedOut("evt_1", "user_created", BODY, ["crm", "erp"])])
+    later = log._clock() + 601
+    assert reconcile.reconcile(SETTINGS, log, store, redis_queue, later) == 2
+    log.enqueued([FannedOut("evt_2", "user_created", BODY, ["crm"])])
+    assert reconcile.reconcile(SETTINGS, log, store, redis_queue, later + 601) == 0  # another worker, same turn
+    assert 0 < store.pttl(reconcile.KEY_LEASE) <= reconcile.interval_seconds(SETTINGS) * 1000
+
+
+def test_looks_come_often_enough_for_the_limit_and_at_least_once_a_minute():
+    assert reconcile.interval_seconds(SETTINGS) == 60
+    assert reconcile.interval_seconds(Settings(broker_url="memory://", reconcile_after_seconds=8)) == 2
