@@ -19,29 +19,21 @@ from __future__ import annotations
 
 import gc
 import logging
-import threading
-import time
 from typing import Any
 
-import redis
-from celery import Celery, bootsteps
+from celery import Celery
 from celery.signals import after_setup_logger, after_setup_task_logger, worker_init, worker_process_init, worker_ready
-from kombu.exceptions import OperationalError
 
-from webhooks.errors import WebhooksError
-from webhooks.log import open_delivery_log, store_client
 from webhooks.logformat import use_json_lines
 from webhooks.metrics import serve_worker_metrics
-from webhooks.pipeline import reconcile
+from webhooks.pipeline.housekeeping import Housekeeping
 from webhooks.pipeline.startup import startup_check
-from webhooks.queue import broker_transport, queue_for
+from webhooks.queue import broker_transport
 from webhooks.queue.rabbitmq import celery_options
 from webhooks.settings import Settings, get_settings
 
 logger = logging.getLogger("webhooks.worker")
 
-#: Seconds between two moves of due retries onto the queue, in each worker.
-RELEASE_INTERVAL_SECONDS = 0.5
 #: Seconds a publish may spend reaching the broker before publish_event() gives up.
 BROKER_CONNECT_TIMEOUT_SECONDS = 3
 #: Seconds between kombu's sweeps for messages unacknowledged longer than the visibility timeout (Redis).
@@ -89,7 +81,7 @@ def create_celery_app(settings: Settings) -> Celery:
         worker_consumer="webhooks.queue.consumer:Consumer",  # back within a second of the broker's return
     )
     app.conf.update(celery_options(settings.broker_url))  # RabbitMQ: quorum queues, native delayed delivery
-    app.steps["worker"].add(ReleaseDueRetries)
+    app.steps["worker"].add(Housekeeping)
     app.steps["worker"].add(startup_check(settings))  # an invalid registry or unreachable store: exit, not ready
     worker_init.connect(lambda **_: serve_worker_metrics(settings, app), weak=False)
     worker_ready.connect(_freeze_startup_objects, weak=False)
@@ -99,47 +91,6 @@ def create_celery_app(settings: Settings) -> Celery:
         after_setup_logger.connect(_json_lines, weak=False)
         after_setup_task_logger.connect(_json_lines, weak=False)
     return app
-
-
-class ReleaseDueRetries(bootsteps.StartStopStep):
-    """In every worker, a thread for the queue's housekeeping (a Redis broker's retries whose time has come onto
-    the queue; a fan-out of the inbox whose task was lost, wherever the inbox is), and, when it is this worker's
-    turn, the deliveries the log shows no message left to send (``pipeline/reconcile.py``)."""
-
-    requires = ("celery.worker.components:Pool",)  # started after a prefork pool has forked its children
-
-    def __init__(self, parent: Any, **kwargs: Any) -> None:
-        super().__init__(parent, **kwargs)
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self, parent: Any) -> None:
-        self._thread = threading.Thread(target=self._run, args=(parent.app,), name="release-due-retries")
-        self._thread.daemon = True
-        self._thread.start()
-
-    def stop(self, parent: Any) -> None:
-        self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(timeout=RELEASE_INTERVAL_SECONDS * 4)
-
-    def _run(self, app: Celery) -> None:
-        queue, next_look = queue_for(app), time.monotonic()
-        while not self._stopping.wait(RELEASE_INTERVAL_SECONDS):
-            try:
-                if queue.needs_housekeeping:
-                    queue.housekeeping(time.time())
-                if time.monotonic() >= next_look:
-                    settings = get_settings()
-                    next_look = time.monotonic() + reconcile.interval_seconds(settings)
-                    store = store_client(settings.store_url)
-                    reconcile.reconcile(settings, open_delivery_log(settings), store, queue, time.time())
-            except (
-                OperationalError,
-                WebhooksError,
-                redis.RedisError,
-            ) as exc:  # the worker's connection reports it too; keep trying
-                logger.warning("Due retries, the inbox and overdue deliveries cannot be looked after: %s", exc)
 
 
 def _freeze_startup_objects(**_: Any) -> None:

@@ -117,6 +117,24 @@ def broker(request: pytest.FixtureRequest, redis_server: RedisServer) -> Iterato
     rabbitmq.delete_vhost(vhost)
 
 
+#: The Redis database of the crash tests' broker.
+CRASH_DB = 3
+
+
+@pytest.fixture
+def crash_broker(broker: dict[str, str], redis_server: RedisServer) -> Iterator[dict[str, str]]:
+    """``broker``, but on Redis a database of its own, emptied afterwards: a killed worker's messages stay
+    unacknowledged there until the visibility timeout, and must not look like another test's leftovers."""
+    if broker:
+        yield broker
+        return
+    client = redis.Redis(port=redis_server.port, db=CRASH_DB)
+    client.flushdb()
+    yield {"broker_url": f"redis://127.0.0.1:{redis_server.port}/{CRASH_DB}", "redis_url": redis_server.url}
+    client.flushdb()
+    client.close()
+
+
 def nothing_waits(env: Mapping[str, str]) -> bool:
     """No task is queued, held unacknowledged or waiting for its retry, and no event for its fan-out, in the
     broker of ``env``."""

@@ -37,6 +37,13 @@ def test_a_worker_with_an_invalid_yaml_registry_exits_with_one_sentence(redis_se
     assert f"The endpoint registry {str(registry)!r} is not valid YAML" in line
 
 
+def test_a_worker_with_an_empty_yaml_registry_exits_with_one_sentence(redis_server, tmp_path):
+    registry = tmp_path / "endpoints.yaml"
+    registry.write_text("", encoding="utf-8")
+    line = the_sentence(start_worker_expecting_exit(service_env(redis_server, registry)))
+    assert line.endswith(f"{str(registry)!r} lists no endpoints; write `endpoints: []` if it is meant to have none.")
+
+
 def test_a_worker_with_an_invalid_endpoint_in_its_registry_exits_with_one_sentence(redis_server, tmp_path):
     registry = write_registry(tmp_path / "endpoints.yaml", [{"id": "crm", "url": "ftp://x", "events": ["nope"]}])
     line = the_sentence(start_worker_expecting_exit(service_env(redis_server, registry)))

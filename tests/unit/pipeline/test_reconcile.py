@@ -49,3 +49,28 @@ def test_one_worker_looks_per_interval(log, store, redis_queue, enqueued):
 def test_looks_come_often_enough_for_the_limit_and_at_least_once_a_minute():
     assert reconcile.interval_seconds(SETTINGS) == 60
     assert reconcile.interval_seconds(Settings(broker_url="memory://", reconcile_after_seconds=8)) == 2
+
+
+def test_a_worker_silent_too_long_is_taken_for_dead_and_its_pending_deliveries_are_looked_for_early(
+    log, store, redis_queue, enqueued
+):
+    now = log._clock()
+    assert reconcile.heartbeat(store, "victim@host", now) is None
+    log.enqueued([FannedOut("evt_held", "user_created", BODY, ["crm"])])  # popped by the victim, then lost with it
+    assert reconcile.heartbeat(store, "survivor@host", now + reconcile.DEAD_AFTER_SECONDS - 1) is None
+    died_by = reconcile.heartbeat(store, "survivor@host", now + reconcile.DEAD_AFTER_SECONDS + 1)
+    assert died_by == now + reconcile.HEARTBEAT_SECONDS + 1
+    assert store.zrange(reconcile.KEY_WORKERS, 0, -1) == ["survivor@host"]
+    back = reconcile.restored_by(SETTINGS, died_by)
+    assert back == died_by + SETTINGS.broker_visibility_timeout + reconcile.RESTORE_MARGIN_SECONDS
+    assert back < now + SETTINGS.reconcile_after_seconds
+    may_come_back = now + SETTINGS.broker_visibility_timeout + reconcile.RESTORE_MARGIN_SECONDS - 1
+    assert reconcile.reconcile(SETTINGS, log, store, redis_queue, may_come_back, urgent=True) == 0
+    assert reconcile.reconcile(SETTINGS, log, store, redis_queue, back, urgent=True) == 1
+    assert [call.args[:2] for call in enqueued] == [("crm", "evt_held")]
+
+
+def test_a_worker_that_stops_cleanly_is_not_taken_for_dead(store):
+    reconcile.heartbeat(store, "leaving@host", 0.0)
+    reconcile.farewell(store, "leaving@host")
+    assert reconcile.heartbeat(store, "other@host", 1000.0) is None

@@ -13,8 +13,7 @@ from webhooks import PublishError, publish_event
 from webhooks.celery_app import app
 from webhooks.errors import RegistryUnavailableError
 from webhooks.pipeline import tasks
-from webhooks.queue import EVENTS_PER_FANOUT, RedisQueue
-from webhooks.queue import inbox
+from webhooks.queue import EVENTS_PER_FANOUT, RedisQueue, inbox
 from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE, LEASE_SECONDS
 from webhooks.registry import Endpoint, MemoryRegistry
 from webhooks.samples import sample_event_kwargs
