@@ -43,7 +43,7 @@ UNACKED_MUTEX_EXPIRE_SECONDS = 10
 
 
 def create_celery_app(settings: Settings) -> Celery:
-    """A Celery app for these settings; tasks are registered by importing ``webhooks.tasks``."""
+    """A Celery app for these settings; tasks are registered by importing ``webhooks.pipeline.tasks``."""
     app = Celery("webhooks", set_as_current=False)
     transport_options = {
         "visibility_timeout": settings.broker_visibility_timeout,

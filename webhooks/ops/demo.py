@@ -2,7 +2,7 @@
 
 Celery runs on kombu's in-process broker (``memory://``) with a worker in a thread; the
 development receiver (``webhooks.receiver``) serves two endpoints on a free loopback port and
-verifies every signature; events go through the real ``publish_event()``, ``webhooks.fanout``
+verifies every signature; events go through the real ``publish_event()``, ``webhooks.fanout_inbox``
 and ``webhooks.deliver``. One endpoint answers 200, the other fails the first two attempts of
 each event, so retries happen, with backoff shortened from minutes to seconds. The demo ends
 with a table per endpoint and succeeds only when every delivery arrived with a verified signature.

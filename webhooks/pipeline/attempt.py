@@ -1,7 +1,7 @@
 """A worker's side of one attempt: make it, decide what follows it, and write it down.
 
 Both delivery tasks use these: ``webhooks.deliver`` for one delivery, ``webhooks.deliver_many`` for
-several to one endpoint. The network call is ``delivery.send``; the delivery log and the log lines
+several to one endpoint. The network call is ``http.send``; the delivery log and the log lines
 are written by ``record``, for any number of attempts in one round trip.
 """
 
