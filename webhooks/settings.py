@@ -274,7 +274,7 @@ def _long_enough(value: SecretStr | None, minimum: int, what: str) -> SecretStr 
         length = len(value.get_secret_value())
         raise ValueError(
             f"{what} is {length} characters long; it must have at least {minimum}, e.g. the output of: "
-            "python -c 'import secrets; print(secrets.token_urlsafe(32))'."
+            "webhooks new-secret."
         )
     return value
 

@@ -188,3 +188,13 @@ def test_the_checker_catches_mistakes():
         check_command(["python", "-m", "webhooks.nothing_here"])
     with pytest.raises(AssertionError, match="does not run an entry point"):
         check_command(["gunicorn", "app:app"])
+
+
+@pytest.mark.parametrize("script", ["demo", "test"])
+def test_the_scripts_say_what_they_do_before_each_slow_step(script):
+    lines = (ROOT / "scripts" / script).read_text(encoding="utf-8").splitlines()
+    slow = [number for number, line in enumerate(lines) if re.match(r"\s*\S+ -m (venv|pip install .*-e '\.\[)", line)]
+    assert len(slow) == 2, slow
+    for number in slow:
+        before = " ".join(lines[max(0, number - 2) : number])
+        assert re.search(r"(echo|say) \"[^\"]*(creating|installing)", before), (script, lines[number])

@@ -39,7 +39,7 @@ def create_app(
     if settings.secret_key is None:
         raise ConfigurationError(
             "The settings page needs a key to sign session cookies: set WEBHOOKS_SECRET_KEY to a long random "
-            "string, e.g. the output of: python -c 'import secrets; print(secrets.token_urlsafe(32))'."
+            "string, e.g. the output of: webhooks new-secret."
         )
     app = Flask(__name__)
     app.config.update(
