@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from webhooks.errors import InvalidEventError
-from webhooks.events import EVENT_GROUPS, build_event, serialize
+from webhooks.events import EVENT_GROUPS, build_event, load_json, serialize
 from webhooks.samples import sample_event_kwargs
 
 __all__ = ["KINDS", "TEST_EVENT_FIELDS", "Kind", "sample_arguments", "sample_payload", "checked_test_fields"]
@@ -96,7 +96,7 @@ def checked_test_fields(name: str, fields: str | Mapping[str, Any]) -> dict[str,
     with a sentence when it is not an object of TEST_EVENT_FIELDS."""
     if isinstance(fields, str):
         try:
-            fields = json.loads(fields)
+            fields = load_json(fields)
         except ValueError as exc:
             raise InvalidEventError(f"The {name} test event is not valid JSON: {exc}.") from None
     if not isinstance(fields, Mapping):

@@ -8,6 +8,7 @@ Validation collects every problem at once, because operators fix payloads from t
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -115,6 +116,15 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 #: Deepest nesting of a free-form value: far beyond real records, far below Python's recursion limit.
 MAX_NESTING_LEVELS = 64
+
+
+def load_json(text: str | bytes) -> Any:
+    """``json.loads``, with nesting too deep for Python's parser refused like invalid JSON: a ValueError with
+    a sentence's end, not the RecursionError the parser raises (the CLI's --data and the test-event editor)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError(f"it is nested more than {MAX_NESTING_LEVELS} levels deep") from None
 
 
 def _json_copy(value: Any, where: str = "", depth: int = 0) -> Any:

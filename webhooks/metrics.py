@@ -15,15 +15,19 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import socket
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from celery import Celery
 from kombu.exceptions import OperationalError
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest, values
 from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.exposition import start_http_server
+from prometheus_client.exposition import ThreadingWSGIServer, make_wsgi_app
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
@@ -31,15 +35,20 @@ from webhooks.log.records import Attempt, State
 from webhooks.queue import queue_for
 from webhooks.settings import Settings
 
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
 __all__ = [
     "ATTEMPTS",
     "ATTEMPT_SECONDS",
     "CONTENT_TYPE",
     "DELIVERIES",
+    "METRICS_PATH",
     "RESENT",
     "BrokerCollector",
     "count",
     "exposition",
+    "metrics_only",
     "serve_worker_metrics",
     "use_metrics_dir",
 ]
@@ -150,10 +159,41 @@ def exposition(app: Celery) -> bytes:
     return generate_latest(_collectors(app))
 
 
-def serve_worker_metrics(settings: Settings, app: Celery) -> None:
-    """At worker start: count in ``WEBHOOKS_METRICS_DIR`` (if set) and serve ``WEBHOOKS_METRICS_PORT`` (if set)."""
+def serve_worker_metrics(settings: Settings, app: Celery) -> WSGIServer | None:
+    """At worker start: count in ``WEBHOOKS_METRICS_DIR`` (if set) and serve ``WEBHOOKS_METRICS_PORT`` (if set)
+    on ``WEBHOOKS_METRICS_ADDRESS``, in a thread; returns that server (None without a port)."""
     if settings.metrics_dir is not None:
         use_metrics_dir(settings.metrics_dir, clear=True)
     if settings.metrics_port is not None:
-        start_http_server(settings.metrics_port, settings.metrics_address, registry=_collectors(app))
+        address, port = settings.metrics_address, settings.metrics_port
+        family = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)[0][0]  # an IPv6 address too
+        server_class = type("MetricsServer", (ThreadingWSGIServer,), {"address_family": family})
+        app_ = metrics_only(make_wsgi_app(_collectors(app)))
+        server: WSGIServer = make_server(address, port, app_, server_class, handler_class=_QuietHandler)
+        threading.Thread(target=server.serve_forever, name="webhooks-metrics", daemon=True).start()
         logger.info("Metrics served on http://%s:%d/metrics", settings.metrics_address, settings.metrics_port)
+        return server
+    return None
+
+
+#: The one path a worker's metrics port answers on.
+METRICS_PATH = "/metrics"
+
+
+def metrics_only(metrics: WSGIApplication) -> WSGIApplication:
+    """``metrics`` on METRICS_PATH, and 404 on every other path (prometheus_client answers on all of them)."""
+
+    def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == METRICS_PATH:
+            return metrics(environ, start_response)
+        start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+        return [f"Not found: the metrics are at {METRICS_PATH}.\n".encode()]
+
+    return app
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """No access log line per scrape on the worker's stderr."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass

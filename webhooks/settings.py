@@ -30,6 +30,8 @@ STORE_BROKER_SCHEMES = frozenset({"redis", "rediss", "memory"})
 MIN_ADMIN_PASSWORD_LENGTH = 12
 #: Shortest session key: it signs the session cookies, so it must be as hard to guess as a 256-bit key written out.
 MIN_SECRET_KEY_LENGTH = 32
+#: Shortest metrics token: a scraper's bearer token has no sign-in throttle, so it must be as hard to guess as the key.
+MIN_METRICS_TOKEN_LENGTH = MIN_SECRET_KEY_LENGTH
 #: Shortest operator webhook secret: an endpoint's minimum (``registry.base.MIN_SECRET_LENGTH``, held equal by a test).
 MIN_OPERATOR_SECRET_LENGTH = 24
 
@@ -171,7 +173,10 @@ class Settings(BaseSettings):
     metrics_port: int | None = Field(
         None, ge=1, le=65535, description="Port on which a worker serves Prometheus metrics (/metrics); unset: none."
     )
-    metrics_address: str = Field("0.0.0.0", description="Address the worker's metrics port listens on.")
+    metrics_address: str = Field(
+        "127.0.0.1",
+        description="Address the worker's metrics port listens on: this host only unless set (0.0.0.0: every one).",
+    )
     metrics_dir: Path | None = Field(
         None,
         description="Directory where each worker process writes its counts, so a prefork worker's children add up "
@@ -192,6 +197,13 @@ class Settings(BaseSettings):
     @classmethod
     def _operator_secret_is_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
         return _long_enough(value, MIN_OPERATOR_SECRET_LENGTH, "The operator webhook secret")
+
+    @field_validator("metrics_token")
+    @classmethod
+    def _metrics_token_is_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value():
+            return None  # empty: none (compose passes ${WEBHOOKS_METRICS_TOKEN:-} through unset)
+        return _long_enough(value, MIN_METRICS_TOKEN_LENGTH, "The metrics token")
 
     @field_validator("secret_key")
     @classmethod
@@ -268,7 +280,7 @@ def _long_enough(value: SecretStr | None, minimum: int, what: str) -> SecretStr 
         length = len(value.get_secret_value())
         raise ValueError(
             f"{what} is {length} characters long; it must have at least {minimum}, e.g. the output of: "
-            "python -c 'import secrets; print(secrets.token_urlsafe(32))'."
+            "webhooks new-secret."
         )
     return value
 

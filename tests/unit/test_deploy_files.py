@@ -126,8 +126,21 @@ def test_compose_worker_scales_and_everything_waits_for_a_healthy_redis():
     assert any("--basic-auth=${FLOWER_BASIC_AUTH:?" in part for part in services["flower"]["command"])
 
 
-def test_compose_publishes_flower_on_loopback_only():
+def test_compose_publishes_flower_and_the_settings_page_on_loopback_only():
     assert compose()["services"]["flower"]["ports"] == ["127.0.0.1:${FLOWER_PORT:-5555}:5555"]
+    assert [expand(port) for port in compose()["services"]["web"]["ports"]] == ["127.0.0.1:8000:8000"]
+
+
+def test_the_procfiles_settings_page_listens_on_loopback_unless_told_otherwise():
+    # Reached directly, with WEBHOOKS_TRUSTED_PROXIES set, any client could pick its own X-Forwarded-For.
+    web = shell_argv(procfile()["web"])
+    assert web[web.index("--bind") + 1] == "127.0.0.1:8000"
+    assert "${WEB_ADDRESS:-127.0.0.1}" in procfile()["web"]
+
+
+def test_a_workers_metrics_listen_on_every_interface_only_inside_compose():
+    assert compose()["services"]["worker"]["environment"]["WEBHOOKS_METRICS_ADDRESS"] == "0.0.0.0"
+    assert Settings.model_fields["metrics_address"].default == "127.0.0.1"
 
 
 def test_every_webhooks_variable_set_anywhere_is_a_setting():
@@ -175,3 +188,13 @@ def test_the_checker_catches_mistakes():
         check_command(["python", "-m", "webhooks.nothing_here"])
     with pytest.raises(AssertionError, match="does not run an entry point"):
         check_command(["gunicorn", "app:app"])
+
+
+@pytest.mark.parametrize("script", ["demo", "test"])
+def test_the_scripts_say_what_they_do_before_each_slow_step(script):
+    lines = (ROOT / "scripts" / script).read_text(encoding="utf-8").splitlines()
+    slow = [number for number, line in enumerate(lines) if re.match(r"\s*\S+ -m (venv|pip install .*-e '\.\[)", line)]
+    assert len(slow) == 2, slow
+    for number in slow:
+        before = " ".join(lines[max(0, number - 2) : number])
+        assert re.search(r"(echo|say) \"[^\"]*(creating|installing)", before), (script, lines[number])

@@ -5,11 +5,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.servers import free_port
 from webhooks import metrics
 from webhooks.celery_app import app
 from webhooks.log import Attempt, State
+from webhooks.settings import Settings
 
 
 def sample_values() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -53,3 +56,19 @@ def test_attempts_count_by_endpoint_and_outcome_and_final_states_count_deliverie
 
 def test_without_a_redis_broker_there_are_no_depth_gauges():
     assert not [key for key in sample_values() if key[0] == "webhooks_queue_length"]  # memory:// in unit tests
+
+
+def test_a_workers_metrics_port_listens_on_loopback_by_default_and_serves_metrics_only():
+    server = metrics.serve_worker_metrics(Settings(metrics_port=free_port()), app)
+    assert server is not None
+    try:
+        address, port = server.server_address[:2]
+        assert address == "127.0.0.1"
+        scraped = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5)
+        assert scraped.status_code == 200 and "# TYPE webhooks_attempts_total counter" in scraped.text
+        for path in ("/", "/metrics/", "/favicon.ico", "/anything?name[]=webhooks_attempts_total"):
+            refused = requests.get(f"http://127.0.0.1:{port}{path}", timeout=5)
+            assert refused.status_code == 404 and "webhooks_" not in refused.text, path
+    finally:
+        server.shutdown()
+        server.server_close()

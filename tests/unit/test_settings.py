@@ -18,6 +18,7 @@ def test_defaults_match_the_documented_ones(monkeypatch):
     assert settings.store_url == "redis://localhost:6379/0"
     assert settings.allow_private_networks is False
     assert (settings.worker_pool, settings.worker_concurrency) == ("threads", 64)
+    assert settings.metrics_address == "127.0.0.1"  # a worker's metrics port is this host's only unless told
 
 
 def test_environment_variables_use_the_prefix(monkeypatch):
@@ -107,6 +108,7 @@ def test_a_rabbitmq_broker_without_a_redis_for_the_registry_and_log_is_refused_i
         ({"admin_password": "x" * 11}, "WEBHOOKS_ADMIN_PASSWORD: The operator password is 11 characters long"),
         ({"secret_key": ""}, "WEBHOOKS_SECRET_KEY: The session key is 0 characters long; it must have at least 32"),
         ({"secret_key": "k" * 31}, "WEBHOOKS_SECRET_KEY: The session key is 31 characters long"),
+        ({"metrics_token": "k" * 31}, "WEBHOOKS_METRICS_TOKEN: The metrics token is 31 characters long; it must "),
     ],
 )
 def test_an_empty_or_short_password_or_session_key_is_refused(monkeypatch, changes, message):
@@ -115,6 +117,13 @@ def test_an_empty_or_short_password_or_session_key_is_refused(monkeypatch, chang
     with pytest.raises(ConfigurationError, match=message) as error:
         load_settings()
     assert "x" * 11 not in str(error.value) and "k" * 31 not in str(error.value)
+
+
+def test_an_empty_metrics_token_is_none_and_a_long_enough_one_is_accepted(monkeypatch):
+    monkeypatch.setenv("WEBHOOKS_METRICS_TOKEN", "")  # compose passes ${WEBHOOKS_METRICS_TOKEN:-} when it is unset
+    assert load_settings().metrics_token is None
+    token = load_settings(metrics_token="t" * 32).metrics_token
+    assert token is not None and token.get_secret_value() == "t" * 32
 
 
 def test_a_long_enough_password_and_session_key_are_accepted():

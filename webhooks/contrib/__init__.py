@@ -15,10 +15,11 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
+from webhooks.__about__ import install_command
 from webhooks.events import build_event, serialize
 from webhooks.publish import publish_event
 
-__all__ = ["deferred"]
+__all__ = ["deferred", "missing_extra"]
 
 
 def deferred(name: str, fields: dict[str, Any]) -> tuple[str, Callable[[], str]]:
@@ -31,3 +32,11 @@ def deferred(name: str, fields: dict[str, Any]) -> tuple[str, Callable[[], str]]
     serialize(event)  # what only serializing finds (a lone surrogate) raises here too, not after the commit
     fixed = fields | {"event_id": event.id, "occurred_at": event.occurred_at}
     return event.id, partial(publish_event, name, **fixed)
+
+
+def missing_extra(exc: ModuleNotFoundError, extra: str) -> ModuleNotFoundError:
+    """The error an integration raises when its framework is not installed: it names the extra to install."""
+    return ModuleNotFoundError(
+        f"webhooks.contrib.{extra} needs the {extra!r} extra ({exc.name} is not installed): {install_command(extra)}.",
+        name=exc.name,
+    )

@@ -1,6 +1,6 @@
 """``publish_on_commit()`` for Django: the event goes out when the surrounding transaction commits.
 
-Install with ``pip install 'webhooks[django]'``. Outside a transaction (Django's autocommit) the event
+Install with ``pip install 'webhooks-delivery[django]'``. Outside a transaction (Django's autocommit) the event
 is published at once, as ``transaction.on_commit`` runs its function then.
 """
 
@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
+from webhooks.contrib import deferred, missing_extra
 
-from webhooks.contrib import deferred
+try:
+    from django.db import transaction
+except ModuleNotFoundError as exc:
+    raise missing_extra(exc, "django") from None
+
 
 __all__ = ["publish_on_commit"]
 

@@ -1,6 +1,6 @@
 """``publish_on_commit(session, ...)`` for SQLAlchemy: the event goes out after the session commits.
 
-Install with ``pip install 'webhooks[sqlalchemy]'``. Events wait in ``session.info`` with the
+Install with ``pip install 'webhooks-delivery[sqlalchemy]'``. Events wait in ``session.info`` with the
 transaction they were published in, until the session's ``after_commit`` event publishes them in
 order. A rollback discards those of the transaction rolled back and of its savepoints, so rolling
 back a savepoint (``begin_nested()``) discards only what was published inside it.
@@ -11,10 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import event
-from sqlalchemy.orm import Session, SessionTransaction
+from webhooks.contrib import deferred, missing_extra
 
-from webhooks.contrib import deferred
+try:
+    from sqlalchemy import event
+    from sqlalchemy.orm import Session, SessionTransaction
+except ModuleNotFoundError as exc:
+    raise missing_extra(exc, "sqlalchemy") from None
+
 
 __all__ = ["publish_on_commit"]
 

@@ -8,6 +8,7 @@ large the log: the script (intersect, range, clean up) and one pipeline of the p
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,6 +19,8 @@ __all__ = ["DeliveryQuery", "Page", "next_cursor", "parse_cursor"]
 
 #: The most deliveries one page may list.
 MAX_PAGE_SIZE = 500
+#: The most deliveries a cursor may skip at its score: far more than a log holds, far below Redis's 64-bit LIMIT.
+MAX_CURSOR_SKIP = 2**32
 
 #: KEYS: the index of every delivery, the filter indexes, then a scratch key for the intersection.
 #: ARGV: the highest score, the lowest score, how many to skip, how many to return. With no filter
@@ -73,9 +76,14 @@ def parse_cursor(cursor: str) -> tuple[float, int]:
     try:
         if not sep:
             raise ValueError
-        return float(score), int(skip)
+        parsed = float(score), int(skip)
     except ValueError:
-        raise ValueError(f"{cursor!r} is not a page cursor; use the one the previous page gave.") from None
+        parsed = None
+    # A score is a time (finite: Redis refuses nan); a skip counts deliveries of one score, so fits in Redis's LIMIT.
+    if parsed is None or not math.isfinite(parsed[0]) or not 0 <= parsed[1] <= MAX_CURSOR_SKIP:
+        shown = cursor if len(cursor) <= 40 else cursor[:40] + "..."
+        raise ValueError(f"{shown!r} is not a page cursor; use the one the previous page gave.")
+    return parsed
 
 
 def next_cursor(scores: Sequence[float], previous: str | None) -> str:

@@ -558,8 +558,10 @@ class DeliveryLog:
     def _reachable(self) -> Iterator[None]:
         try:
             yield
-        except redis.RedisError as exc:
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise DeliveryLogError(f"The delivery log at {self.location} cannot be reached: {exc}") from None
+        except redis.RedisError as exc:  # it answered, with an error: not a network problem
+            raise DeliveryLogError(f"The delivery log at {self.location} failed: {exc}") from None
 
 
 def _summary(did: str, fields: Mapping[str, Any]) -> DeliverySummary:

@@ -69,7 +69,7 @@ def check_secret(secret: str) -> str:
     if secret == PLACEHOLDER_SECRET:
         raise ValueError(
             "The secret is the sample file's placeholder; replace it with a generated one, "
-            "e.g. the output of: python -c 'import secrets; print(secrets.token_urlsafe(32))'."
+            "e.g. the output of: webhooks new-secret."
         )
     if len(secret) < MIN_SECRET_LENGTH:
         raise ValueError(

@@ -76,6 +76,8 @@ def _label(number: int, entry: object) -> str:
 def _field(error: Any) -> str:
     location = ".".join(str(part) for part in error["loc"])
     message = str(error["msg"]).removeprefix("Value error, ").rstrip(".")
+    if error["type"] == "value_error":
+        return message  # our validators write whole sentences that name the field ("The secret is ...")
     if error["type"] == "missing":
         message = "is required"
     return f"{location} {message}" if location else message

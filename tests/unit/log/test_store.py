@@ -287,7 +287,15 @@ def test_cursor_paging_lists_every_delivery_once_even_across_ties(log, clock, si
     assert pages == max(1, -(-12 // size))
 
 
-def test_an_empty_query_has_no_next_page_and_a_bad_cursor_is_refused(log, clock):
+@pytest.mark.parametrize("cursor", ["yesterday", "nan~0", "inf~0", "1e999~0", "-inf~1", "1~-1", "1~" + "9" * 30])
+def test_an_empty_query_has_no_next_page_and_a_bad_cursor_is_refused(log, clock, cursor):
     assert log.query(DeliveryQuery()) == Page([], None)
     with pytest.raises(ValueError, match="not a page cursor"):
-        log.query(DeliveryQuery(cursor="yesterday"))
+        log.query(DeliveryQuery(cursor=cursor))
+
+
+def test_an_error_redis_answers_is_not_reported_as_unreachable(log):
+    log._redis.set(DeliveryLog.KEY_ALL, "not a sorted set")  # WRONGTYPE: Redis answered, with an error
+    with pytest.raises(DeliveryLogError, match=r"^The delivery log at \S+ failed: WRONGTYPE") as raised:
+        log.query(DeliveryQuery())
+    assert "cannot be reached" not in str(raised.value)

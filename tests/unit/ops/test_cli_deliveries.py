@@ -13,9 +13,11 @@ from webhooks.log import Attempt, DeliveryLog, State
 from webhooks.log.records import state_after
 from webhooks.ops import redelivery
 from webhooks.ops.services import Services
+from webhooks.registry import Endpoint, RedisRegistry
 from webhooks.settings import Settings
 
 BODY = '{"id":"evt_1","name":"user_created"}'
+SECRET = "whsec_0123456789abcdefghijklmnop"
 
 
 @pytest.fixture
@@ -25,7 +27,10 @@ def log():
 
 @pytest.fixture
 def services(log):
-    return Services(Settings(registry="redis"), log=log)
+    registry = RedisRegistry(fakeredis.FakeRedis(decode_responses=True))
+    for endpoint_id in ("crm", "erp"):
+        registry.save(Endpoint(id=endpoint_id, url="https://a.example/", secret=SECRET, events={"user_created"}))
+    return Services(Settings(registry="redis"), registry=registry, log=log)
 
 
 @pytest.fixture
@@ -75,9 +80,10 @@ def test_list_by_kind_time_and_pages_with_a_cursor(services, history, log):
     assert len(rest) == 3 and not {row.split()[0] for row in rest} & {row.split()[0] for row in rows}
 
 
-def test_a_bad_cursor_names_the_option(services, history):
-    message = "Invalid value for --cursor: 'nope' is not a page cursor; use the one the previous page gave."
-    assert_error(invoke(services, "deliveries", "--cursor", "nope"), message, exit_code=2)
+@pytest.mark.parametrize("cursor", ["nope", "nan~0", "1e999~0", "1~" + "9" * 30])
+def test_a_bad_cursor_names_the_option(services, history, cursor):
+    message = f"Invalid value for --cursor: {cursor!r} is not a page cursor; use the one the previous page gave."
+    assert_error(invoke(services, "deliveries", "--cursor", cursor), message, exit_code=2)
 
 
 def test_show_gives_every_attempt_and_the_body(services, history):
@@ -127,6 +133,11 @@ def test_replay_an_endpoints_failures_oldest_first(services, history, sent):
     assert result.stdout == "Redelivering 2 failed deliveries of endpoint 'crm'.\n"
     assert [event_id for _, event_id, _ in sent] == ["evt_1", "evt_3"]
     assert invoke(services, "redeliver", "--endpoint", "crm").stdout.startswith("Redelivering 0 failed")
+
+
+def test_replaying_an_unknown_endpoint_is_an_error(services, history, sent):
+    assert_error(invoke(services, "redeliver", "--endpoint", "nope"), "Endpoint 'nope' does not exist.")
+    assert sent == []
 
 
 @pytest.mark.parametrize(

@@ -277,6 +277,36 @@ def test_a_rate_limit_that_is_not_a_whole_number_from_1_to_1000_is_refused(servi
     assert registry.list() == []
 
 
+@pytest.mark.parametrize("command", ["add", "update"])
+def test_the_rate_limits_help_says_what_0_means_and_0_means_no_limit(services, registry, command):
+    assert "0 or `none`" in " ".join(invoke(services, "endpoints", command, "--help").stdout.split())
+    result = invoke(services, "endpoints", "add", "https://a.example.com/", "--event", "all", "--rate-limit", "5")
+    (endpoint,) = registry.list()
+    args = ["add", "https://b.example.com/", "--event", "all"] if command == "add" else ["update", endpoint.id]
+    result = invoke(services, "endpoints", *args, "--rate-limit", "0", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["rate_limit_per_second"] is None
+
+
+@pytest.fixture
+def no_dns(monkeypatch):
+    """Every host name lookup fails the test: what is checked before one must not reach it."""
+
+    def lookup(*args, **kwargs):
+        raise AssertionError(f"a DNS lookup of {args[0]!r} was made")
+
+    monkeypatch.setattr("socket.getaddrinfo", lookup)
+
+
+def test_an_unknown_event_or_endpoint_is_named_before_any_dns_lookup(services, crm, no_dns):
+    url = "https://receiver.example.com/hooks"
+    message = "Unknown event name 'nope'; expected one of"
+    for args in (["add", url, "--event", "nope"], ["update", crm.id, "--url", url, "--event", "nope"]):
+        result = invoke(services, "endpoints", *args)
+        assert result.exit_code == 1 and result.stderr.startswith(f"Error: {message}"), result.output
+    assert_error(invoke(services, "endpoints", "update", "ep_nope", "--url", url, "--event", "nope"), UNKNOWN_ID)
+
+
 def test_update_errors(services, crm):
     assert_error(
         invoke(services, "endpoints", "update", crm.id),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from tests.cli import assert_error, invoke
 from webhooks.ops.services import Services
 from webhooks.registry import MemoryRegistry
+from webhooks.registry.base import check_secret
 from webhooks.registry.changes import new_secret
 from webhooks.samples import sample_event_kwargs
 from webhooks.settings import Settings
@@ -187,3 +189,11 @@ def test_verify_usage_errors_exit_2(body_file):
     assert_error(invoke(SERVICES, "verify", "--header", "t=1", str(body_file)), "Missing option '--secret'.", 2)
     result = invoke(SERVICES, "verify", "--secret", "s", "--header", "t=1", "/no/such/body")
     assert_error(result, "Invalid value for '[BODY_FILE]': File '/no/such/body' does not exist.", 2)
+
+
+def test_new_secret_prints_a_fresh_secret_of_the_shape_endpoints_get():
+    first, second = (invoke(SERVICES, "new-secret") for _ in range(2))
+    assert first.exit_code == 0 and second.exit_code == 0
+    secret = first.stdout.strip()
+    assert re.fullmatch(r"whsec_[A-Za-z0-9+/]{43}=", secret) and secret != second.stdout.strip()
+    assert check_secret(secret) == secret

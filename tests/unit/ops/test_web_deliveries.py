@@ -79,6 +79,9 @@ def test_each_filter(client, history, query, expected):
             "Delivery &#39;evt@crm&#39; is not to endpoint &#39;erp&#39;; clear one of them.",
         ),
         ("cursor=nope", "&#39;nope&#39; is not a page cursor; use the one the previous page gave."),
+        ("cursor=nan~0", "&#39;nan~0&#39; is not a page cursor; use the one the previous page gave."),
+        ("cursor=1e999~0", "&#39;1e999~0&#39; is not a page cursor; use the one the previous page gave."),
+        ("cursor=1~" + "9" * 30, "&#39;1~" + "9" * 30 + "&#39; is not a page cursor"),
     ],
 )
 def test_a_filter_that_cannot_be_read_is_named_with_a_400(client, history, query, message):

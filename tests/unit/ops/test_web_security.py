@@ -9,7 +9,8 @@ import pytest
 from pydantic import SecretStr
 
 from tests.unit.ops.test_web import PASSWORD, csrf_of, settings
-from webhooks.ops.web import create_app
+from webhooks.ops.web import create_app, max_form_bytes
+from webhooks.ops.web.auth import DEVICE_COOKIE
 from webhooks.ops.web.sessions import FREE_ATTEMPTS, MAX_WAIT_SECONDS, LoginThrottle
 from webhooks.registry import RedisRegistry
 
@@ -292,3 +293,56 @@ def test_no_template_holds_inline_script_style_or_event_handlers():
         text = template.read_text(encoding="utf-8")
         assert "<script>" not in text and "<style" not in text and " style=" not in text, template.name
         assert not re.search(r"\son[a-z]+=", text), template.name
+
+
+def test_a_browser_that_signed_in_before_is_never_locked_out_by_wrong_passwords_from_its_address():
+    app = make_app()
+    operator = app.test_client()
+    assert sign_in(operator).status_code == 302
+    assert operator.get_cookie(DEVICE_COOKIE) is not None
+    for _ in range(FREE_ATTEMPTS + 2):  # an attacker at the same address (a shared NAT, the proxy's)
+        wrong(app.test_client())
+    assert sign_in(app.test_client()).status_code == 429  # a browser never signed in waits, as before
+    operator.post("/logout", data={"csrf_token": csrf_of(operator.get("/"))})
+    assert sign_in(operator).status_code == 302  # the right password, while the address waits
+
+
+def test_a_device_cookie_counts_its_own_wrong_passwords_and_a_forged_one_counts_for_nothing():
+    app = make_app()
+    operator = app.test_client()
+    assert sign_in(operator).status_code == 302
+    for _ in range(FREE_ATTEMPTS):
+        assert wrong(operator).status_code == 401
+    assert wrong(operator).status_code == 429
+    forger = app.test_client()
+    forger.set_cookie(DEVICE_COOKIE, "forged.signature")
+    for _ in range(FREE_ATTEMPTS):
+        wrong(forger)
+    assert wrong(app.test_client()).status_code == 429  # the forged cookie's guesses counted against the address
+
+
+def test_a_form_larger_than_the_limit_is_refused_without_being_echoed():
+    app = make_app()
+    client = app.test_client()
+    sign_in(client)
+    token = csrf_of(client.get("/endpoints/new"))
+    response = client.post("/endpoints/new", data={"csrf_token": token, "url": "x", "description": "a" * 20_000_000})
+    assert response.status_code == 413
+    page = response.get_data(as_text=True)
+    assert len(page) < 20_000 and "aaaa" not in page
+    assert f"The form is larger than the settings page accepts ({max_form_bytes(settings()) // 1024} KiB" in page
+
+
+@pytest.mark.parametrize("depth", [70, 100_000], ids=["deeper-than-events-allow", "deeper-than-python-parses"])
+def test_the_test_event_editor_refuses_deeply_nested_json_with_a_sentence(depth):
+    app = make_app()
+    endpoint = app.extensions["webhooks"].registry.add("https://a.example/", ["user_created"])
+    client = app.test_client()
+    sign_in(client)
+    fields = '{"properties": {"a": ' + "[" * depth + "]" * depth + "}}"
+    page = f"/endpoints/{endpoint.id}/test-event"
+    response = client.post(
+        page, data={"csrf_token": csrf_of(client.get(page)), "event_name": "user_created", "fields": fields}
+    )
+    assert response.status_code == 400
+    assert "nested more than 64 levels deep" in response.get_data(as_text=True)

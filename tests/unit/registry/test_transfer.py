@@ -80,7 +80,7 @@ def test_an_invalid_file_is_refused_whole_and_nothing_is_written(registry, tmp_p
         "  - {id: bad, url: 'ftp://a.example.com/', secret: s, events: [all]}\n",
         encoding="utf-8",
     )
-    with pytest.raises(ConfigurationError, match=r"endpoint #2 \('bad'\): url The URL 'ftp://a.example.com/'"):
+    with pytest.raises(ConfigurationError, match=r"endpoint #2 \('bad'\): The URL 'ftp://a.example.com/'"):
         import_file(bad, registry)
     assert registry.list() == []
 

@@ -1,11 +1,17 @@
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from webhooks.errors import ConfigurationError, EndpointNotFoundError
+from webhooks.events import EVENT_NAMES
 from webhooks.registry import Endpoint, YamlRegistry, check_url
+from webhooks.registry.base import PLACEHOLDER_SECRET
+
+ROOT = Path(__file__).resolve().parents[3]
 
 NEW = "whsec_new_0123456789abcdef"
 
@@ -65,21 +71,25 @@ def test_an_explicit_empty_list_is_an_empty_registry(tmp_path):
     [
         (
             "{id: a, url: https://a.example/, secret: s, events: [user_deleted]}",
-            "endpoint #1 ('a'): events Unknown event name 'user_deleted'",
+            "endpoint #1 ('a'): Unknown event name 'user_deleted'",
         ),
         (
             "{id: a, url: ftp://a.example/, secret: s, events: [all]}",
-            "endpoint #1 ('a'): url The URL 'ftp://a.example/' must start with http:// or https://",
+            "endpoint #1 ('a'): The URL 'ftp://a.example/' must start with http:// or https://",
         ),
         ("{id: a, url: https://a.example/, events: [all]}", "endpoint #1 ('a'): secret is required"),
-        ("{id: a, url: https://a.example/, secret: '', events: [all]}", "endpoint #1 ('a'): secret"),
+        (
+            "{id: a, url: https://a.example/, secret: '', events: [all]}",
+            "endpoint #1 ('a'): The secret is 0 characters",
+        ),
         (
             "{id: a, url: https://a.example/, secret: whsec_23_characters_lon, events: [all]}",
-            "endpoint #1 ('a'): secret The secret is 23 characters long; a signing secret must have at least 24",
+            "endpoint #1 ('a'): The secret is 23 characters long; a signing secret must have at least 24",
         ),
         (
             "{id: a, url: https://a.example/, secret: whsec_replace_me_with_32_random_bytes_before_use, events: [all]}",
-            "endpoint #1 ('a'): secret The secret is the sample file's placeholder; replace it",
+            "endpoint #1 ('a'): The secret is the sample file's placeholder; replace it with a generated one, "
+            "e.g. the output of: webhooks new-secret.",
         ),
         ("{url: https://a.example/, secret: s, events: [all]}", "endpoint #1: id is required"),
         ("{id: a, url: https://a.example/, secret: s, events: [all], colour: red}", "endpoint #1 ('a'): colour"),
@@ -109,7 +119,7 @@ def test_every_problem_is_reported_at_once(tmp_path):
     text = "endpoints:\n  - {id: a, url: nope, secret: s, events: [x]}\n  - {id: b}\n"
     with pytest.raises(ConfigurationError) as error:
         load(tmp_path, text)
-    for fragment in ("#1 ('a'): url", "#1 ('a'): events", "#2 ('b'): url is required", "#2 ('b'): secret is required"):
+    for fragment in ("#1 ('a'): The URL 'nope'", "#1 ('a'): Unknown event name 'x'", "#2 ('b'): url is required"):
         assert fragment in str(error.value)
 
 
@@ -163,7 +173,20 @@ def test_the_secret_is_not_in_the_repr():
     assert "whsec_hidden_0123456789abcdef" not in repr(endpoint)
 
 
-def test_the_sample_file_is_refused_until_its_placeholder_secret_is_replaced():
+def test_the_sample_file_loads_and_delivers_to_the_development_receiver_with_a_generated_secret():
+    # The README's first run: a worker starts on it, and `webhooks receive --port 9000` gets every event.
+    (endpoint,) = YamlRegistry(str(ROOT / "config" / "endpoints.yaml")).list()
+    assert (endpoint.id, endpoint.url, endpoint.enabled) == ("dev", "http://127.0.0.1:9000/hooks", True)
+    assert endpoint.events == frozenset(EVENT_NAMES)
+    assert re.fullmatch(r"whsec_[A-Za-z0-9+/]{43}=", endpoint.secret)  # the shape `webhooks new-secret` prints
+    assert endpoint.secret != PLACEHOLDER_SECRET
+    assert (
+        f"webhooks receive --port 9000 --secret '{endpoint.secret}'" in (ROOT / "config" / "endpoints.yaml").read_text()
+    )
+
+
+def test_the_placeholder_secret_is_refused_without_being_quoted(tmp_path):
+    entry = f"{{id: a, url: https://a.example/, secret: {PLACEHOLDER_SECRET}, events: [all]}}"
     with pytest.raises(ConfigurationError, match="sample file's placeholder") as error:
-        YamlRegistry("config/endpoints.yaml")
+        load(tmp_path, f"endpoints:\n  - {entry}\n")
     assert "whsec_replace_me" not in str(error.value)  # a secret, even a public one, is never quoted

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from webhooks.__about__ import __version__
+from webhooks.__about__ import __version__, install_command
 from webhooks.errors import WebhooksError
 from webhooks.ops.services import Services
 
@@ -42,5 +42,5 @@ def optional(module: str, extra: str) -> ModuleType:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:
         raise click.ClickException(
-            f"This command needs the {extra!r} extra ({exc.name} is not installed): pip install 'webhooks[{extra}]'."
+            f"This command needs the {extra!r} extra ({exc.name} is not installed): {install_command(extra)}."
         ) from None

@@ -135,6 +135,7 @@ def redeliver(
     assert endpoint_id is not None
     if force:
         raise RedeliveryError("--force applies to one delivery ID only; a replay sends failed or dropped ones.")
+    services.registry.get(endpoint_id)  # an unknown id is an error (EndpointNotFoundError), not "0 deliveries"
     replayed = redeliver_failed(services.log, endpoint_id, state=State(state), since=since)
     click.echo(
         f"Redelivering {plural(len(replayed), f'{state} delivery', f'{state} deliveries')} of endpoint {endpoint_id!r}."

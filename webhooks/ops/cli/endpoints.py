@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
-from webhooks.errors import DeliveryLogError
+from webhooks.errors import DeliveryLogError, InvalidEndpointError
 from webhooks.log import EndpointActivity
 from webhooks.ops.cli.base import main, pass_services
 from webhooks.ops.cli.output import (
@@ -29,8 +29,8 @@ from webhooks.ops.held import HeldChoice
 from webhooks.ops.held import enable as enable_endpoint
 from webhooks.ops.services import Services
 from webhooks.pipeline.address import AddressPolicy, check_deliverable
-from webhooks.registry import Endpoint, writable
-from webhooks.registry.base import DEFAULT_OVERLAP_SECONDS, parse_rate_limit
+from webhooks.registry import Endpoint, check_events, writable
+from webhooks.registry.base import DEFAULT_OVERLAP_SECONDS, MAX_RATE_LIMIT_PER_SECOND, parse_rate_limit
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (stable keys) instead of text.")
 reveal_option = click.option("--reveal", is_flag=True, help="Show secrets in full instead of masked.")
@@ -62,6 +62,14 @@ def rate_limit_option(help_text: str) -> Callable[[Command], Command]:
     return click.option("--rate-limit", "rate_limit", default=None, metavar="N", callback=_rate_limit, help=help_text)
 
 
+def known_events(events: tuple[str, ...]) -> None:
+    """InvalidEndpointError naming any unknown event name (the registry checks them again when it saves)."""
+    try:
+        check_events(events)
+    except ValueError as exc:
+        raise InvalidEndpointError(str(exc)) from None
+
+
 def show(endpoint: Endpoint, *, as_json: bool, reveal: bool = False, message: str = "") -> None:
     """Print one endpoint: its JSON record, or ``message`` and then its fields."""
     record = endpoint_record(endpoint, now=datetime.now(UTC), reveal=reveal)
@@ -83,7 +91,9 @@ def endpoints() -> None:
 @event_option(required=True)
 @click.option("--description", default="", help="A note for operators, such as who runs the receiver.")
 @click.option("--disabled", is_flag=True, help="Create it disabled: nothing is delivered until `enable`.")
-@rate_limit_option("Send it at most N requests per second (default: no limit).")
+@rate_limit_option(
+    f"Send it at most N requests per second, 1 to {MAX_RATE_LIMIT_PER_SECOND} (0 or `none`: no limit, the default)."
+)
 @json_option
 @pass_services
 def add(
@@ -100,6 +110,7 @@ def add(
     Give the secret to the receiver: it verifies every delivery with it.
     """
     registry = writable(services.registry)
+    known_events(events)  # before the URL's DNS lookup: a typo is named at once
     check_deliverable(url, AddressPolicy.of(services.settings))  # the settings page's rules
     endpoint = registry.add(
         url, events, description=description, enabled=not disabled, rate_limit_per_second=rate_limit
@@ -157,7 +168,9 @@ def show_endpoint(services: Services, endpoint_id: str, reveal: bool, as_json: b
 @click.option("--url", default=None, help="The new receiver URL.")
 @event_option(required=False)
 @click.option("--description", default=None, help="The new note for operators.")
-@rate_limit_option("The new most requests per second; `none` removes the limit.")
+@rate_limit_option(
+    f"The new most requests per second, 1 to {MAX_RATE_LIMIT_PER_SECOND}; 0 or `none` removes the limit."
+)
 @json_option
 @pass_services
 def update(
@@ -176,6 +189,9 @@ def update(
     if url is None and not events and description is None and rate_limit is None:
         raise click.UsageError("Give at least one of --url, --event, --description and --rate-limit.")
     registry = writable(services.registry)
+    registry.get(endpoint_id)  # an unknown id, and then unknown events, are named before the URL's DNS lookup
+    if events:
+        known_events(events)
     if url is not None:
         check_deliverable(url, AddressPolicy.of(services.settings))
     endpoint = registry.update(

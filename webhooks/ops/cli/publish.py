@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
+from webhooks.events import load_json
 from webhooks.ops.cli.base import main
 from webhooks.publish import publish_event
 
@@ -32,11 +32,9 @@ def read_data(value: str) -> dict[str, Any]:
         source = "the --data value"
         text = value
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
+        data = load_json(text)
+    except ValueError as exc:
         raise click.ClickException(f"The JSON in {source} is not valid: {exc}.") from None
-    except RecursionError:
-        raise click.ClickException(f"The JSON in {source} is nested too deeply to be an event's records.") from None
     if not isinstance(data, dict):
         raise click.ClickException(f'The JSON in {source} must be an object such as {{"user": {{...}}}}.')
     unknown = sorted(set(data) - set(DATA_KEYS))

@@ -9,6 +9,7 @@ import click
 from webhooks.ops.cli.base import main
 from webhooks.ops.cli.output import format_time
 from webhooks.receiver.verify import verify_headers
+from webhooks.registry.changes import new_secret
 from webhooks.signing import DEFAULT_TOLERANCE_SECONDS, HEADER
 from webhooks.standard_signing import SIGNATURE_HEADER
 
@@ -58,3 +59,9 @@ def _named(header: str) -> tuple[str, str]:
     if sep and name.strip() and " " not in name.strip() and "=" not in name:
         return name.strip(), value.strip()
     return HEADER, header.strip()
+
+
+@main.command("new-secret")
+def new_secret_command() -> None:
+    """Print a new signing secret, as `endpoints add` makes them: for a YAML registry or the receiver's side."""
+    click.echo(new_secret())

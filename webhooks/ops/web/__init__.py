@@ -39,7 +39,7 @@ def create_app(
     if settings.secret_key is None:
         raise ConfigurationError(
             "The settings page needs a key to sign session cookies: set WEBHOOKS_SECRET_KEY to a long random "
-            "string, e.g. the output of: python -c 'import secrets; print(secrets.token_urlsafe(32))'."
+            "string, e.g. the output of: webhooks new-secret."
         )
     app = Flask(__name__)
     app.config.update(
@@ -47,6 +47,7 @@ def create_app(
         SESSION_COOKIE_HTTPONLY=True,
         SESSION_COOKIE_SAMESITE="Lax",  # Secure and the lifetime: auth.init_app
         WTF_CSRF_TIME_LIMIT=None,  # the token lives as long as the signed session
+        MAX_CONTENT_LENGTH=max_form_bytes(settings),  # larger: 413 (errors.py), never echoed back
     )
     app.extensions["webhooks"] = Services(settings, registry=registry, log=log, store=store)
     app.jinja_env.filters["when"] = when
@@ -63,6 +64,16 @@ def create_app(
     errors.init_app(app)
     app.after_request(security_headers)
     return app
+
+
+#: The smallest request body limit: every form but the test-event editor needs far less.
+MIN_FORM_BYTES = 1024 * 1024
+
+
+def max_form_bytes(settings: Settings) -> int:
+    """The largest request body a page accepts: room for a test event at WEBHOOKS_MAX_EVENT_BYTES written
+    out indented and form-encoded (up to three bytes per character), and at least MIN_FORM_BYTES."""
+    return max(MIN_FORM_BYTES, 4 * settings.max_event_bytes)
 
 
 #: Scripts, styles and everything else only from this site's own files: no inline script, no inline style,

@@ -1,11 +1,15 @@
 """Operator sign-in: one password (WEBHOOKS_ADMIN_PASSWORD), a server-side session whose id travels in a
 signed cookie, and a throttle that makes guessing slow: after a few wrong passwords from one address, each
-further try must wait twice as long as the last. Sessions and the throttle live in the store Redis
-(``sessions.py``), so every web process shares them and signing out ends a session for good."""
+further try must wait twice as long as the last. A browser that has signed in before carries a signed device
+cookie and is counted apart, so guesses from the operator's address never lock the operator out. Sessions and
+the throttle live in the store Redis (``sessions.py``), so every web process shares them and signing out ends a
+session for good."""
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+import secrets
 from datetime import timedelta
 from urllib.parse import urlsplit
 
@@ -23,6 +27,7 @@ from flask import (
     session,
     url_for,
 )
+from itsdangerous import BadSignature, URLSafeSerializer
 from werkzeug.exceptions import ServiceUnavailable
 from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.wrappers import Response as BaseResponse
@@ -88,7 +93,8 @@ def _require_sign_in() -> BaseResponse | None:
 def _store_down(exc: redis.RedisError) -> str:
     services: Services = current_app.extensions["webhooks"]
     url = urlsplit(services.settings.store_url)
-    return f"The session store (Redis at {url.hostname}:{url.port}) cannot be reached: {exc}."
+    failed = "cannot be reached" if isinstance(exc, redis.ConnectionError | redis.TimeoutError) else "failed"
+    return f"The session store (Redis at {url.hostname}:{url.port}) {failed}: {exc}."
 
 
 @blueprint.route("/login", methods=["GET", "POST"])
@@ -103,7 +109,10 @@ def login() -> BaseResponse | str | tuple[str, int]:
 
 
 def _sign_in(address: str) -> BaseResponse | str | tuple[str, int]:
-    wait = throttle().wait_seconds(address)
+    # A browser that signed in before counts its wrong passwords apart: others' guesses never make it wait.
+    device = _device()
+    counted = address if device is None else f"device:{hashlib.sha256(device.encode()).hexdigest()}"
+    wait = throttle().wait_seconds(counted)
     if wait:
         flash(f"Too many wrong passwords. Try again in {plural(wait, 'second')}.", "error")
         return render_template("login.html"), 429
@@ -111,15 +120,43 @@ def _sign_in(address: str) -> BaseResponse | str | tuple[str, int]:
     # Both sides are compared in constant time; an empty password is refused whatever is configured.
     matches = hmac.compare_digest(given, current_app.extensions["webhooks.password"].encode())
     if not given or not matches:
-        throttle().failed(address)
+        throttle().failed(counted)
         flash("That password is not right.", "error")
         return render_template("login.html"), 401
-    throttle().succeeded(address)
+    throttle().succeeded(counted)
     sessions().end(session.get("sid"))  # a session id from before sign-in is never kept (fixation)
     session.clear()
     session.permanent = True  # the cookie lasts WEBHOOKS_SESSION_LIFETIME_SECONDS, as the session does
     session["sid"] = sessions().start()
-    return redirect(local_url(request.args.get("next"), url_for("views.endpoints")))
+    response = redirect(local_url(request.args.get("next"), url_for("views.endpoints")))
+    response.set_cookie(
+        DEVICE_COOKIE,
+        _devices().dumps(device or secrets.token_urlsafe(32)),
+        max_age=DEVICE_COOKIE_SECONDS,
+        secure=current_app.config["SESSION_COOKIE_SECURE"],
+        httponly=True,
+        samesite="Lax",
+    )
+    return response
+
+
+#: The cookie naming a browser that has signed in before (OWASP's "device cookie"), and how long it lasts.
+DEVICE_COOKIE = "webhooks_device"
+DEVICE_COOKIE_SECONDS = 365 * 24 * 3600
+
+
+def _devices() -> URLSafeSerializer:
+    """Signs device cookies with the session key, apart from the session cookie (its own salt)."""
+    return URLSafeSerializer(current_app.config["SECRET_KEY"], salt="webhooks-device")
+
+
+def _device() -> str | None:
+    """The id in this request's device cookie when its signature holds; None otherwise."""
+    try:
+        device = _devices().loads(request.cookies.get(DEVICE_COOKIE, ""))
+    except BadSignature:
+        return None
+    return device if isinstance(device, str) and device else None
 
 
 def local_url(target: str | None, default: str) -> str:

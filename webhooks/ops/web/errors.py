@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Flask, render_template
 from flask_wtf.csrf import CSRFError
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from webhooks.errors import (
     DeliveryNotFoundError,
@@ -33,6 +33,11 @@ def init_app(app: Flask) -> None:
     @app.errorhandler(WebhooksError)
     def refused(error: WebhooksError) -> tuple[str, int]:
         return _page(str(error), 400)
+
+    @app.errorhandler(RequestEntityTooLarge)
+    def too_large(error: RequestEntityTooLarge) -> tuple[str, int]:
+        limit = (app.config["MAX_CONTENT_LENGTH"] or 0) // 1024
+        return _page(f"The form is larger than the settings page accepts ({limit} KiB at most); shorten it.", 413)
 
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException) -> tuple[str, int]:
