@@ -18,12 +18,11 @@ from webhooks.ops.services import Services
 @pass_services
 def serve(services: Services, host: str, port: int) -> None:
     """Serve the settings page (endpoints, secrets, deliveries) for development."""
-    page_socket = reserve_port(port, host)  # first: a busy port is the first thing said
+    web, serving = optional("webhooks.ops.web", "web"), optional("werkzeug.serving", "web")
+    page_socket = reserve_port(port, host)  # before the app is built: a busy port is the first thing said
     try:
-        app = optional("webhooks.ops.web", "web").create_app(services.settings, services.registry, services.log)
-        server = optional("werkzeug.serving", "web").make_server(
-            host, port, app, threaded=True, fd=page_socket.fileno()
-        )
+        app = web.create_app(services.settings, services.registry, services.log)
+        server = serving.make_server(host, port, app, threaded=True, fd=page_socket.fileno())
         click.echo(f"Settings page on http://{host}:{port}/ (sign in with WEBHOOKS_ADMIN_PASSWORD)")
         server.serve_forever()
     finally:
