@@ -16,10 +16,12 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+import redis
 
 from tests.integration.conftest import BIN, Worker, service_env, settings_page
 from tests.servers import free_port
 from tests.waiting import wait_until
+from webhooks.log import Attempt, DeliveryLog, State
 from webhooks.registry import RedisRegistry
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
@@ -217,6 +219,8 @@ def test_15_health_says_whether_each_endpoint_works(console, traffic, width):
     assert row.locator(".pill.failed:has-text('failing')").count() == 1 and "No deliveries" not in row.inner_text()
     gone_row = page.locator("tr", has=page.locator(f"a[href='/endpoints/{console.ids['gone']}']"))
     assert "1 gone (410)" in gone_row.inner_text()
+    fills = gone_row.locator("svg rect").evaluate_all("rects => rects.map(r => getComputedStyle(r).fill)")
+    assert fills and "rgb(0, 0, 0)" not in fills  # every state has its colour, gone included
 
 
 def test_16_the_time_filter_is_in_the_rows_zone(console, traffic):
@@ -302,3 +306,15 @@ def test_17_a_favicon_and_a_busy_port(console):
     assert busy.returncode == 1
     first = (busy.stderr or busy.stdout).splitlines()[0]
     assert first.startswith(f"Error: Port {port} on 127.0.0.1 cannot serve the settings page"), first
+
+
+def test_16_a_retry_past_its_due_time_reads_due_not_next_retry_ago(console, redis_server):
+    log = DeliveryLog(redis.Redis.from_url(redis_server.url, decode_responses=True))
+    late = datetime.now(UTC) - timedelta(minutes=5)
+    attempt = Attempt(1, late - timedelta(minutes=1), "retry", 3.0, status_code=503, next_retry_at=late)
+    log.record_attempt("evt_late", console.ids["down"], "{}", "user_created", attempt, State.RETRYING)
+    page = console.pages[400]
+    page.goto(f"{console.url}/deliveries/evt_late@{console.ids['down']}")
+    line = page.inner_text("#attempts summary")
+    assert "next retry" in line and "due 5 minutes ago" in line
+    assert page.evaluate("document.documentElement.scrollWidth") <= 400

@@ -181,6 +181,7 @@ def test_past_attempts_do_not_announce_a_next_retry(client, log):
         log.record_attempt("evt_s", "crm", BODY, "user_created", attempt, State.RETRYING)
     page = page_of(client, "/deliveries/evt_s@crm")
     assert page.count("next retry") == 1 and page.index("next retry") > page.index("#2")
+    assert page.count(" data-due>") == 2  # the facts' and the last attempt's: app.js says "due" once it passed
     attempt_series(log, "evt_s", "crm", [503, 503, 200])
     assert "next retry" not in page_of(client, "/deliveries/evt_s@crm")
 

@@ -37,8 +37,10 @@ function localTimes(root) {
   root.querySelectorAll("time[datetime]").forEach((element) => {
     const moment = new Date(element.getAttribute("datetime"));
     if (Number.isNaN(moment.getTime())) return;
-    // A chart's hour label (data-hour) is only the hour; any other time says how long ago, too.
-    element.textContent = "hour" in element.dataset ? HOUR.format(moment) : `${LOCAL.format(moment)} · ${ago(moment)}`;
+    // A chart's hour label (data-hour) is only the hour; any other time says how long ago, too, and a due
+    // time (data-due) that has passed says it is due, not that it comes "1 minute ago".
+    const late = "due" in element.dataset && moment.getTime() <= Date.now() ? "due " : "";
+    element.textContent = "hour" in element.dataset ? HOUR.format(moment) : `${LOCAL.format(moment)} · ${late}${ago(moment)}`;
   });
 }
 
