@@ -1,6 +1,6 @@
 """How the page names endpoints and writes ids and URLs.
 
-Pure. Every list shows an endpoint's description (or its URL's host) beside its id, so an operator never has
+Every list shows an endpoint's description (or its URL's host) beside its id, so an operator never has
 to open an id to know what it is; ids and URLs may wrap only after their separators, never mid-word.
 """
 
@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from markupsafe import Markup, escape
 
 from webhooks.pipeline.notices import OPERATOR_ENDPOINT_ID
-from webhooks.registry import Endpoint
+from webhooks.registry import Endpoint, Registry
 
 __all__ = ["OPERATOR_LABEL", "breakable", "endpoint_label", "endpoint_labels"]
 
@@ -28,10 +28,11 @@ def endpoint_label(endpoint: Endpoint) -> str:
     return endpoint.description or urlsplit(endpoint.url).hostname or endpoint.url
 
 
-def endpoint_labels(endpoints: Iterable[Endpoint], ids: Iterable[str]) -> dict[str, str]:
-    """The label of each of ``ids`` that is among ``endpoints`` (one gone since shows its id alone)."""
-    wanted = set(ids)
-    labels = {endpoint.id: endpoint_label(endpoint) for endpoint in endpoints if endpoint.id in wanted}
+def endpoint_labels(registry: Registry, ids: Iterable[str]) -> dict[str, str]:
+    """The label of each of ``ids`` (a page's, read in one go, never the whole registry); one removed since
+    shows its id alone."""
+    wanted = sorted(set(ids))
+    labels = {endpoint.id: endpoint_label(endpoint) for endpoint in registry.get_many(wanted)}
     if OPERATOR_ENDPOINT_ID in wanted:
         labels[OPERATOR_ENDPOINT_ID] = OPERATOR_LABEL
     return labels

@@ -92,7 +92,7 @@ def endpoints() -> str:
         filters=filters,
         pages=pages,
         notices=notices,
-        labels=endpoint_labels(services().registry.list(), (n.latest.endpoint_id for n in notices)),
+        labels=endpoint_labels(services().registry, (n.latest.endpoint_id for n in notices)),
         endpoint_states=endpoint_states(services(), listed, activity),
     )
 
@@ -122,7 +122,7 @@ def deliveries() -> tuple[str, int]:
         except DeliveryLogError as exc:
             log_error = str(exc)
     status = 400 if filters.errors else 200
-    labels = endpoint_labels(services().registry.list(), (d.endpoint_id for d in page.deliveries))
+    labels = endpoint_labels(services().registry, (d.endpoint_id for d in page.deliveries))
     page_html = render_template(
         "deliveries.html", filters=filters, page=page, log_error=log_error, labels=labels, sources=SOURCES
     )
@@ -192,7 +192,7 @@ def endpoint_page(endpoint_id: str, *, revealed: bool) -> str:
 @blueprint.get("/deliveries/<delivery_id>")
 def delivery(delivery_id: str) -> str:
     found = services().log.get(delivery_id)
-    labels = endpoint_labels(services().registry.list(), [found.endpoint_id])
+    labels = endpoint_labels(services().registry, [found.endpoint_id])
     return render_template("delivery.html", delivery=found, excerpt_bytes=RESPONSE_EXCERPT_BYTES, labels=labels)
 
 
