@@ -187,8 +187,9 @@ def test_13_names_beside_ids_and_no_id_or_url_broken_mid_word(console, traffic, 
     page.screenshot(path=str(SCREENSHOTS / f"console-{path.strip('/{}').replace('/', '-') or 'list'}-{width}.png"))
 
 
-def test_14_a_test_event_to_a_disabled_endpoint_is_held_and_listed(console, traffic):
-    page = console.pages[1280]
+@pytest.mark.parametrize("width", WIDTHS)
+def test_14_a_test_event_to_a_disabled_endpoint_is_held_and_listed(console, traffic, width):
+    page = console.pages[width]
     gone = console.ids["gone"]
     page.goto(f"{console.url}/endpoints/{gone}")
     page.click("a:has-text('2 deliveries held')")  # the test event, and the retry of the one that got the 410
@@ -197,6 +198,7 @@ def test_14_a_test_event_to_a_disabled_endpoint_is_held_and_listed(console, traf
     listed = rows.evaluate_all("rows => rows.map(r => r.dataset.delivery)")
     assert sorted(listed) == sorted(f"{event_id}@{gone}" for event_id in (traffic["held"][0], traffic["gone"][0]))
     assert rows.locator(".pill").all_inner_texts() == ["held", "held"]
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -223,8 +225,9 @@ def test_15_health_says_whether_each_endpoint_works(console, traffic, width):
     assert fills and "rgb(0, 0, 0)" not in fills  # every state has its colour, gone included
 
 
-def test_16_the_time_filter_is_in_the_rows_zone(console, traffic):
-    page = console.pages[1280]
+@pytest.mark.parametrize("width", WIDTHS)
+def test_16_the_time_filter_is_in_the_rows_zone(console, traffic, width):
+    page = console.pages[width]
     page.goto(f"{console.url}/deliveries")
     zone = page.evaluate("Intl.DateTimeFormat().resolvedOptions().timeZone")
     assert zone in ("Asia/Kolkata", "Asia/Calcutta") and page.inner_text("label[for=since]") == f"From ({zone})"
@@ -243,13 +246,19 @@ def test_16_the_time_filter_is_in_the_rows_zone(console, traffic):
     assert page.input_value("#since") == (local - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M")
 
 
-def test_16_redelivery_is_numbered_one_way_and_past_attempts_have_no_next_retry(console, traffic):
-    page = console.pages[1280]
+@pytest.mark.parametrize("width", WIDTHS)
+def test_16_redelivery_is_numbered_one_way_and_past_attempts_have_no_next_retry(console, traffic, width):
+    page = console.pages[width]
     refused = f"{traffic['refused'][0]}@{console.ids['refused']}"
+    wait_until(lambda: state_of(console, traffic["refused"][0], "refused") == "dropped", timeout=60)
     page.goto(f"{console.url}/deliveries/{refused}")
     page.click("button:has-text('Redeliver')")
-    assert "redelivery 1 has begun" in page.inner_text(".flash")
-    assert "in redelivery 1" in page.inner_text("dl.facts")
+    number = re.search(r"redelivery (\d+) has begun", page.inner_text(".flash")).group(1)
+    assert number == str(WIDTHS.index(width) + 1)  # once per width
+    assert f"in redelivery {number}" in page.inner_text("dl.facts")  # the same number on the page
+    wait_until(lambda: state_of(console, traffic["refused"][0], "refused") == "dropped", timeout=60)
+    page.goto(f"{console.url}/deliveries/{refused}")
+    assert f"Redelivery {number}: a new series" in page.inner_text("#attempts")
     page.goto(f"{console.url}/deliveries/{traffic['down'][0]}@{console.ids['down']}")
     assert page.locator("#attempts .attempt").count() == 11
     assert "next retry" not in page.inner_text("#attempts")  # failed: every retry is in the past
