@@ -9,6 +9,7 @@ import socket
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import redis
 from click.testing import CliRunner
 
 from tests.unit.ops.conftest import attempt_series, post, settings
@@ -241,3 +242,13 @@ def test_the_sent_to_choice_is_kept(client, source):
     page = page_of(client, f"/deliveries?source={source}")
     selected = re.search(r'<option value="(\w*)" selected', page)
     assert (selected.group(1) if selected else "") == source
+
+
+def test_a_dismissal_the_store_cannot_keep_is_said(app, client, monkeypatch):
+    def down(*args, **kwargs):
+        raise redis.ConnectionError("Connection refused")
+
+    monkeypatch.setattr(app.extensions["webhooks"].store, "hset", down)
+    response = post(client, "/notices/ep_x/dismiss", "/")
+    assert response.status_code == 302
+    assert "The notices were not dismissed: the store cannot be reached" in page_of(client, "/")

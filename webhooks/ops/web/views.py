@@ -107,7 +107,10 @@ def operator_notices() -> list[Standing]:
 
 @blueprint.post("/notices/<path:endpoint_id>/dismiss")
 def dismiss_notices(endpoint_id: str) -> Response:
-    dismiss(services().store, endpoint_id, datetime.now(UTC))
+    try:
+        dismiss(services().store, endpoint_id, datetime.now(UTC))
+    except redis.RedisError as exc:
+        flash(f"The notices were not dismissed: the store cannot be reached ({exc}).", "error")
     return redirect(url_for("views.endpoints"))
 
 
