@@ -111,9 +111,10 @@ def settings_page(env: Mapping[str, str], log_path: Path) -> Iterator[str]:
 CHROMIUM = "/usr/bin/chromium"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """One headless Chromium for every browser test (Playwright drives it)."""
+    """One headless Chromium for a module's browser tests (Playwright drives it). Per module, not per session:
+    Playwright's event loop must not outlive them (Django refuses to run inside one)."""
     if not Path(CHROMIUM).exists():
         missing("Chromium (/usr/bin/chromium, Debian package chromium)")
     from playwright.sync_api import sync_playwright

@@ -68,22 +68,22 @@ class Console:
 
 @pytest.fixture(scope="module")
 def console(redis_server, receiver, browser, tmp_path_factory) -> Iterator[Console]:
-    redis_server.client().flushdb()
-    receiver.behaviours["/gone"] = lambda count: (410, {})
+    redis_server.client().flushdb()  # the session's receiver is shared: this module's paths are its own
+    receiver.behaviours["/console/gone"] = lambda count: (410, {})
     env = service_env(
         redis_server,
         "redis",
         admin_password=PASSWORD,
         secret_key="test-session-key-" + "x" * 20,
         allow_private_networks="127.0.0.1/32",  # 127.0.0.2 is refused: an address never reached
-        operator_webhook_url=receiver.url("/operator"),
+        operator_webhook_url=receiver.url("/console/operator"),
         operator_webhook_secret="operator-secret-" + "o" * 24,
     )
     registry = RedisRegistry.from_url(redis_server.url)
     everything = ["user_created", "company_created"]
     ids = {
-        "ok": registry.add(receiver.url("/ok"), everything, description="Billing receiver").id,
-        "gone": registry.add(receiver.url("/gone"), everything).id,  # no description: its host is shown
+        "ok": registry.add(receiver.url("/console/ok"), everything, description="Billing receiver").id,
+        "gone": registry.add(receiver.url("/console/gone"), everything).id,  # no description: its host is shown
         "refused": registry.add("http://127.0.0.2:9/hooks", everything, description="Old office").id,
         "down": registry.add(f"http://127.0.0.1:{free_port()}/hooks", everything, description="Nobody home").id,
     }
