@@ -7,6 +7,7 @@ Redis).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -17,12 +18,15 @@ from kombu.exceptions import OperationalError
 from kombu.utils.url import maybe_sanitize_url
 
 from webhooks.catalog import checked_test_fields
-from webhooks.errors import InvalidEventError, PublishError
+from webhooks.errors import DeliveryLogError, InvalidEventError, PublishError
 from webhooks.events import Company, Event, Relationship, User, build_event, serialize
+from webhooks.log import DeliveryLog, FannedOut
 from webhooks.queue import queue_for
 from webhooks.queue.base import delivery_call
 from webhooks.samples import sample_event_kwargs
 from webhooks.settings import get_settings
+
+logger = logging.getLogger("webhooks.publish")
 
 #: The keys an event mapping given to publish_events() may have: publish_event's arguments.
 EVENT_FIELDS = frozenset({"name", "user", "company", "relationship", "properties", "occurred_at", "event_id"})
@@ -75,17 +79,26 @@ def publish_events(events: Iterable[Mapping[str, Any]]) -> list[str]:
     return [event.id for event in built]
 
 
-def send_test_event(endpoint_id: str, name: str, fields: str | Mapping[str, Any] | None = None) -> str:
+def send_test_event(
+    endpoint_id: str, name: str, fields: str | Mapping[str, Any] | None = None, *, log: DeliveryLog | None = None
+) -> str:
     """Send a ``name`` event to one endpoint only, through the normal delivery task; return its id.
 
     Operators use it to check a receiver: it is signed, retried and logged like any delivery,
     but it does not fan out to the other endpoints subscribed to ``name``. ``fields`` are its
     arguments (records and properties, as JSON text or a mapping), checked and validated like
-    publish_event()'s (InvalidEventError); without them it is the sample of ``name``.
+    publish_event()'s (InvalidEventError); without them it is the sample of ``name``. Given ``log``, it is listed
+    as pending first, as fan-out lists deliveries: held (a disabled endpoint) or not, it has a row.
     """
     kwargs = sample_event_kwargs(name) if fields is None else checked_test_fields(name, fields)
     event = build_event(name, **kwargs, now=datetime.now(UTC))
-    enqueue_delivery(endpoint_id, event.id, serialize(event, max_bytes=get_settings().max_event_bytes).decode("utf-8"))
+    body = serialize(event, max_bytes=get_settings().max_event_bytes).decode("utf-8")
+    if log is not None:
+        try:
+            log.enqueued([FannedOut(event.id, name, body, [endpoint_id])])
+        except DeliveryLogError as exc:
+            logger.warning("%s Test event %s is sent but not listed as pending.", exc, event.id)
+    enqueue_delivery(endpoint_id, event.id, body)
     return event.id
 
 

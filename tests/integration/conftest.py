@@ -78,6 +78,55 @@ def rabbitmq_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rabbit
         yield server
 
 
+@contextmanager
+def settings_page(env: Mapping[str, str], log_path: Path) -> Iterator[str]:
+    """`webhooks serve` on a free loopback port with ``env``, logging to ``log_path``; yields its URL once it
+    answers, and stops it when the block ends."""
+    import requests
+
+    from tests.servers import free_port
+
+    port = free_port()
+    with log_path.open("wb") as log:
+        server = subprocess.Popen(
+            [str(BIN / "webhooks"), "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+        url = f"http://127.0.0.1:{port}"
+
+        def answers() -> bool:
+            try:
+                return requests.get(f"{url}/login", timeout=1).status_code == 200
+            except (requests.ConnectionError, requests.Timeout):  # listening, the app not built yet
+                return False
+
+        try:
+            wait_until(answers, timeout=30, what="webhooks serve to answer")
+            yield url
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+
+
+#: The browser the settings page's tests drive (Debian's package chromium).
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One headless Chromium for a module's browser tests (Playwright drives it). Per module, not per session:
+    Playwright's event loop must not outlive them (Django refuses to run inside one)."""
+    if not Path(CHROMIUM).exists():
+        missing("Chromium (/usr/bin/chromium, Debian package chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+        )
+        yield browser
+        browser.close()
+
+
 @pytest.fixture(scope="session")
 def receiver() -> Iterator[Receiver]:
     server = Receiver().start()

@@ -116,6 +116,7 @@ def test_a_receiver_dripping_its_body_is_cut_at_the_deadline_and_its_status_stan
     receiver = drip(head, b"b" * DRIPPED_BYTES)
     result = attempt(receiver.port)
     assert result.outcome is Outcome.DELIVERED and result.status_code == 200  # spec 4.1: the body is not used
+    assert result.reason == "response cut at the 2 s deadline"  # delivered, and flagged as cut on the page
     assert len(result.response_body) < DRIPPED_BYTES
     wait_until(lambda: receiver.hung_up, timeout=30, what="the receiver to see the attempt end")
     assert receiver.hung_up == [True] and receiver.sent[0] < DRIPPED_BYTES

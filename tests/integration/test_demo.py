@@ -129,7 +129,8 @@ def test_demo_serve_keeps_the_settings_page_up_with_the_deliveries(tmp_path):
         endpoints = session.get(url, timeout=5).text
         # Each endpoint, from the delivery log: both events delivered; the flaky one retried each twice.
         assert endpoints.count('<span class="count delivered">2 delivered</span>') == 2
-        assert '<span class="count retrying">4 retrying</span>' in endpoints
+        assert '<span class="count retrying">2 retried</span>' in endpoints  # deliveries, not their 4 retries
+        assert '<span class="count attempts">6 attempts</span>' in endpoints
         flaky = session.get(f"{url}endpoints/flaky", timeout=5).text
         assert flaky.count('<span class="pill delivered">delivered</span>') == 2
         assert "Endpoints cannot be changed" not in flaky  # a writable registry

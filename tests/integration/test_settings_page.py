@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.integration.conftest import BIN, missing, publish, service_env
+from tests.integration.conftest import publish, service_env, settings_page
 from tests.servers import free_port
 from tests.waiting import wait_until
 from webhooks.samples import sample_event_kwargs
@@ -21,23 +20,8 @@ from webhooks.signing import HEADER, verify
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
 PASSWORD = "operator-password-for-tests"
-CHROMIUM = "/usr/bin/chromium"
 #: Screenshots land here (gitignored); docs/ keeps one of each for the README.
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-output" / "screenshots"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if not Path(CHROMIUM).exists():
-        missing("Chromium (/usr/bin/chromium, Debian package chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-        )
-        yield browser
-        browser.close()
 
 
 @pytest.fixture
@@ -45,28 +29,8 @@ def site(redis_server, tmp_path, start_worker) -> Iterator[tuple[str, dict[str, 
     redis_server.client().flushdb()
     env = service_env(redis_server, "redis", admin_password=PASSWORD, secret_key="test-session-key-" + "x" * 20)
     worker = start_worker(env)
-    port = free_port()
-    log = (tmp_path / "serve.log").open("wb")
-    server = subprocess.Popen(
-        [str(BIN / "webhooks"), "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT
-    )
-    url = f"http://127.0.0.1:{port}"
-
-    def answers() -> bool:
-        import requests
-
-        try:
-            return requests.get(f"{url}/login", timeout=1).status_code == 200
-        except requests.ConnectionError:
-            return False
-
-    try:
-        wait_until(answers, timeout=30, what="webhooks serve to answer")
+    with settings_page(env, tmp_path / "serve.log") as url:
         yield url, env, worker
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-        log.close()
 
 
 def test_an_operator_manages_an_endpoint_in_the_browser(site, browser, receiver):
@@ -113,7 +77,9 @@ def test_an_operator_manages_an_endpoint_in_the_browser(site, browser, receiver)
 
     page.goto(f"{url}/")
     assert "Browser test receiver" in page.content()
-    assert "100 % ok" in page.inner_text("table") and "1 delivered · 0 retrying · 0 failed" in page.inner_text("table")
+    assert "100 % delivered" in page.inner_text("table") and "1 delivered · 0 retried · 0 failed" in page.inner_text(
+        "table"
+    )
     page.screenshot(path=str(SCREENSHOTS / "endpoints.png"), full_page=True)
 
     page.set_viewport_size({"width": 400, "height": 900})  # a phone: nothing may need sideways scrolling
@@ -124,6 +90,7 @@ def test_an_operator_manages_an_endpoint_in_the_browser(site, browser, receiver)
     page.set_viewport_size({"width": 1280, "height": 900})
     page.goto(f"{url}/")
 
+    page.once("dialog", lambda dialog: dialog.accept())  # Disable asks first
     page.click("button:has-text('Disable')")
     page.wait_for_selector("text=Delivery disabled")
     (event_id,) = publish(env, [("user_created", sample_event_kwargs("user_created"))])

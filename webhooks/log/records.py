@@ -101,8 +101,11 @@ class Attempt:
 
     @property
     def result(self) -> str:
-        """``HTTP 503``, or the short reason (the error, for records older than reasons): what operators read first."""
-        return f"HTTP {self.status_code}" if self.status_code is not None else str(self.reason or self.error)
+        """``HTTP 503``, or the short reason (the error, for records older than reasons): what operators read first.
+        A response with a reason was cut short: ``HTTP 200, response cut at the 10 s deadline``."""
+        if self.status_code is None:
+            return str(self.reason or self.error)
+        return f"HTTP {self.status_code}, {self.reason}" if self.reason else f"HTTP {self.status_code}"
 
 
 def bounded_headers(headers: Mapping[str, str]) -> dict[str, str]:
@@ -170,11 +173,13 @@ class Delivery(DeliverySummary):
 
 @dataclass(frozen=True, slots=True)
 class EndpointActivity:
-    """An endpoint's last attempt and its hourly counts over the last 24 hours, oldest hour first."""
+    """An endpoint's last attempt, its last delivery, and its hourly counts over the last 24 hours, oldest first."""
 
     last_state: State | None = None
     last_result: str | None = None
     last_at: datetime | None = None
+    #: When a delivery last succeeded (kept as long as the log keeps deliveries).
+    last_delivered_at: datetime | None = None
     hours: tuple[HourCounts, ...] = ()
 
     @property
@@ -187,7 +192,7 @@ class EndpointActivity:
 
     @property
     def delivered(self) -> int:
-        """Attempts in the last 24 hours that delivered."""
+        """Deliveries in the last 24 hours that were delivered."""
         return self.last_day.delivered
 
     @property

@@ -31,7 +31,7 @@ from redis.typing import EncodableT
 
 from webhooks.errors import DeliveryLogError, DeliveryNotFoundError
 from webhooks.events import EVENT_NAMES
-from webhooks.log.health import HourCounts, latency_field
+from webhooks.log.health import HourCounts, counted_as, latency_field
 from webhooks.log.queries import QUERY_SCRIPT, DeliveryQuery, Page, next_cursor, parse_cursor
 from webhooks.log.records import (
     RESPONSE_EXCERPT_BYTES,
@@ -112,9 +112,10 @@ return redis.call('ZCARD', KEYS[1])
 #: its counts for this hour, the event kind's index, the event id's index, then the index of each state.
 #: ARGV: now, retention, delivery id, event id, endpoint id, event name, body,
 #: state, attempt number, last result, latency, next retry ("" for none), the attempt as JSON, history
-#: kept, the counter to increment (the state) with its time to live, and the latency bucket to increment
-#: ("" when no request was sent), then the name of each state, in the order of their indexes. Returns the
-#: index's size.
+#: kept, the delivery counter to increment (``health.counted_as``; "" for none) with its time to live, and the
+#: latency bucket to increment ("" without a response), then the name of each state, in the order of their
+#: indexes. Every attempt increments the hour's ``attempts``; a delivered one sets the endpoint's
+#: ``delivered_at``. Returns the index's size.
 _RECORD_ATTEMPT = """
 local now, retention, did = ARGV[1], ARGV[2], ARGV[3]
 redis.call('HSETNX', KEYS[1], 'started_at', now)
@@ -148,8 +149,10 @@ end
 redis.call('EXPIRE', KEYS[4], retention)
 redis.call('EXPIRE', KEYS[8], retention)
 redis.call('HSET', KEYS[5], 'state', ARGV[8], 'result', ARGV[10], 'at', now)
+if ARGV[8] == 'delivered' then redis.call('HSET', KEYS[5], 'delivered_at', now) end
 redis.call('EXPIRE', KEYS[5], retention)
-redis.call('HINCRBY', KEYS[6], ARGV[15], 1)
+redis.call('HINCRBY', KEYS[6], 'attempts', 1)
+if ARGV[15] ~= '' then redis.call('HINCRBY', KEYS[6], ARGV[15], 1) end
 if ARGV[17] ~= '' then redis.call('HINCRBY', KEYS[6], ARGV[17], 1) end
 redis.call('EXPIRE', KEYS[6], ARGV[16])
 return redis.call('ZCARD', KEYS[3])
@@ -362,19 +365,24 @@ class DeliveryLog:
             keys.append(self.KEY_BY_STATE.format(state=query.state.value))
         if query.event_id is not None:
             keys.append(self.KEY_BY_EVENT.format(event_id=query.event_id))
+        if query.without_endpoint_id is not None:
+            keys.append(self.KEY_BY_ENDPOINT.format(endpoint_id=query.without_endpoint_id))
         keys.append(self.KEY_SCRATCH.format(token=uuid.uuid4().hex))
-        high: float | str = "+inf" if query.until is None else query.until.timestamp()
-        skip = 0
+        top: float | str = "+inf" if query.until is None else query.until.timestamp()
+        high, skip = top, 0
         if query.cursor is not None:
             high, skip = parse_cursor(query.cursor)
         low: float | str = "-inf" if query.since is None else query.since.timestamp()
+        without = int(query.without_endpoint_id is not None)
         with self._reachable():
-            found = cast(list[str], self._query(keys=keys, args=[high, low, skip, query.limit + 1]))
+            matching, in_log, found = cast(
+                list[Any], self._query(keys=keys, args=[high, low, skip, query.limit + 1, without, top])
+            )
         ids, scores = found[0::2], [float(score) for score in found[1::2]]
         more = len(ids) > query.limit
         ids, scores = ids[: query.limit], scores[: query.limit]
         cursor = next_cursor(scores, query.cursor) if more else None
-        return Page(self._summaries(ids), cursor)
+        return Page(self._summaries(ids), cursor, int(matching), int(in_log))
 
     def activity(self, endpoint_ids: Iterable[str]) -> dict[str, EndpointActivity]:
         """Each endpoint's last attempt and its hourly counts over the last 24 hours, in one round trip."""
@@ -394,6 +402,7 @@ class DeliveryLog:
                 last_state=State(last["state"]) if last else None,
                 last_result=last.get("result"),
                 last_at=_time(last.get("at")),
+                last_delivered_at=_time(last.get("delivered_at")),
                 hours=tuple(HourCounts.from_hash(h, cast(dict[str, str], next(replies))) for h in hours),
             )
         return result
@@ -461,7 +470,7 @@ class DeliveryLog:
         attempt, endpoint_id = record.attempt, record.endpoint_id
         now = attempt.at.timestamp()
         did = delivery_id(record.event_id, endpoint_id)
-        sent = attempt.status_code is not None or attempt.outcome != "drop"
+        counter = counted_as(record.state.value, attempt.number, attempt.status_code)
         keys = [
             self.KEY_DELIVERY.format(id=did),
             self.KEY_ATTEMPTS.format(id=did),
@@ -488,9 +497,9 @@ class DeliveryLog:
             attempt.next_retry_at.timestamp() if attempt.next_retry_at else "",
             _encode_attempt(attempt),
             MAX_HISTORY,
-            record.state.value,
+            counter or "",
             ACTIVITY_WINDOW + HOUR,
-            latency_field(attempt.latency_ms) if sent else "",
+            "" if attempt.status_code is None else latency_field(attempt.latency_ms),
             *(state.value for state in State),
         ]
         return keys, args

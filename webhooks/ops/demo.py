@@ -31,9 +31,9 @@ from celery.signals import task_retry
 from pydantic import SecretStr
 from werkzeug.serving import make_server
 
-from webhooks.errors import ConfigurationError
 from webhooks.events import EVENT_NAMES
 from webhooks.log import open_delivery_log
+from webhooks.ops.ports import reserve_port
 from webhooks.publish import publish_event
 from webhooks.receiver.devserver import Received, ReceiverApp, Route, make_receiver_server, serving_in_thread
 from webhooks.registry import Endpoint, RedisRegistry, use_registry
@@ -255,22 +255,6 @@ def with_operator_login(settings: Settings) -> Settings:
             "insecure_cookies": True,
         }
     )
-
-
-def reserve_port(port: int) -> socket.socket:
-    """A listening socket on 127.0.0.1:``port`` for the settings page; ConfigurationError when it is taken."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(("127.0.0.1", port))
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
-        raise ConfigurationError(
-            f"Port {port} on 127.0.0.1 cannot serve the settings page ({exc.strerror or exc}): "
-            "stop what uses it, or choose another port with --port."
-        ) from None
-    return sock
 
 
 def serve_settings_page(

@@ -23,7 +23,7 @@ from webhooks.__about__ import __version__
 from webhooks.pipeline.address import AddressPolicy, PinnedAddressAdapter
 from webhooks.pipeline.deadline import WATCHED_POOL_CLASSES, deadline
 from webhooks.pipeline.health import retry_after_seconds
-from webhooks.pipeline.reasons import deadline_reason, reason
+from webhooks.pipeline.reasons import cut_reason, deadline_reason, reason
 from webhooks.registry.base import Endpoint, masked_url
 from webhooks.settings import Settings
 from webhooks.signing import HEADER, sign
@@ -75,9 +75,9 @@ class AttemptResult:
     status_code: int | None
     latency_ms: float
     response_body: bytes = b""
-    #: ``ExceptionClass: message`` when there was no HTTP response.
+    #: ``ExceptionClass: message`` when there was no HTTP response, or the deadline cut the one there was.
     error: str | None = None
-    #: The same in a few words (reasons.reason), for operators.
+    #: The same in a few words (reasons.reason, reasons.cut_reason), for operators.
     reason: str | None = None
     #: The headers ``build_headers`` made (signature included, never a secret), and the receiver's.
     request_headers: Mapping[str, str] = field(default_factory=dict)
@@ -155,6 +155,7 @@ def send(
         ):
             status_code = response.status_code
             excerpt = _read_excerpt(response)  # cut short if the deadline passes; the status stands (spec 4.1)
+            cut = watched.expired
             received = dict(response.headers)
             retry_after = retry_after_seconds(status_code, response.headers.get("Retry-After"), now)
     except InvalidIPAddress as exc:
@@ -182,6 +183,8 @@ def send(
         status_code,
         elapsed,
         excerpt,
+        error=f"DeadlineExceeded: the response was cut after {seconds:g} s" if cut else None,
+        reason=cut_reason(seconds) if cut else None,
         request_headers=headers,
         response_headers=received,
         retry_after_seconds=retry_after,

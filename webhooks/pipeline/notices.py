@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Literal, get_args
+from typing import Literal, cast, get_args
 from uuid import uuid4
 
 import redis
@@ -26,13 +26,18 @@ from webhooks.registry import Endpoint
 from webhooks.settings import Settings
 
 __all__ = [
+    "KEY_DISMISSED",
     "KEY_NOTICES",
     "NOTICES_KEPT",
     "OPERATOR_ENDPOINT_ID",
     "Notice",
+    "Standing",
     "announce",
+    "dismiss",
+    "dismissed_at",
     "operator_endpoint",
     "recent_notices",
+    "standing_notices",
     "unsendable_to",
 ]
 
@@ -44,6 +49,8 @@ OPERATOR_ENDPOINT_ID = "webhooks:operator"
 KEY_NOTICES = "webhooks:notices"
 #: How many notices the banner list keeps.
 NOTICES_KEPT = 20
+#: By endpoint id, when an operator last dismissed its notices (ISO time): older ones are not shown again.
+KEY_DISMISSED = "webhooks:notices:dismissed"
 
 NoticeName = Literal["endpoint_disabled", "delivery_failed", "endpoint_recovered"]
 #: The ``scope`` of an operator event (a delivery's is ``service``).
@@ -80,6 +87,15 @@ class Notice:
     def fields(self) -> dict[str, str]:
         """The notice as the log line and the banner's list keep it (``recent_notices`` reads it back)."""
         return asdict(self) | {"at": self.at.isoformat()}
+
+    def headline(self) -> str:
+        """The banner's line under the endpoint's name: what happened and why."""
+        what = {
+            "endpoint_disabled": "Disabled",
+            "delivery_failed": f"Delivery of {self.event_id} failed",
+            "endpoint_recovered": "Recovered",
+        }
+        return f"{what[self.name]}: {self.reason}."
 
     def sentence(self) -> str:
         """The banner's line."""
@@ -151,3 +167,32 @@ def recent_notices(client: redis.Redis) -> list[Notice]:
         fields = json.loads(raw)
         notices.append(Notice(**fields | {"at": datetime.fromisoformat(fields["at"])}))
     return notices
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """What the banner shows of one endpoint: its latest notice and how many came before it."""
+
+    latest: Notice
+    earlier: int
+
+
+def standing_notices(notices: Sequence[Notice], dismissed: Mapping[str, str]) -> list[Standing]:
+    """One entry per endpoint, newest first, from ``notices`` (newest first), leaving out those no newer than
+    the endpoint's dismissal time in ``dismissed`` (ISO): a run of failed deliveries is one line, not twenty."""
+    by_endpoint: dict[str, list[Notice]] = {}
+    for notice in notices:
+        since = dismissed.get(notice.endpoint_id)
+        if since is None or notice.at > datetime.fromisoformat(since):
+            by_endpoint.setdefault(notice.endpoint_id, []).append(notice)
+    return [Standing(about[0], len(about) - 1) for about in by_endpoint.values()]
+
+
+def dismiss(client: redis.Redis, endpoint_id: str, now: datetime) -> None:
+    """Hide the endpoint's notices up to ``now`` from the banner, for every operator; later ones show again."""
+    client.hset(KEY_DISMISSED, endpoint_id, now.isoformat())
+
+
+def dismissed_at(client: redis.Redis) -> dict[str, str]:
+    """When each endpoint's notices were last dismissed (ISO), for ``standing_notices``."""
+    return cast(dict[str, str], client.hgetall(KEY_DISMISSED))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import requests
 from requests_hardened.ip_filter import InvalidIPAddress
 
-__all__ = ["TIME_LIMIT_REASON", "deadline_reason", "reason"]
+__all__ = ["TIME_LIMIT_REASON", "cut_reason", "deadline_reason", "reason"]
 
 #: The reason of an attempt the task's soft time limit cut short.
 TIME_LIMIT_REASON = "Stopped: the attempt ran past the task's time limit"
@@ -70,6 +70,12 @@ def reason(error: BaseException, timeout: tuple[float, float]) -> str:
 def deadline_reason(seconds: float) -> str:
     """The reason of an attempt the whole-attempt deadline cut short (a receiver that drips its answer)."""
     return f"Timed out after {_seconds(seconds)} s without a complete response"
+
+
+def cut_reason(seconds: float) -> str:
+    """Beside the status of a response whose body the whole-attempt deadline cut: the status stands (spec 4.1),
+    and the operator sees the receiver was still sending."""
+    return f"response cut at the {_seconds(seconds)} s deadline"
 
 
 def _first(text: str, phrases: tuple[tuple[tuple[str, ...], str], ...], otherwise: str) -> str:

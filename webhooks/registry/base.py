@@ -8,7 +8,7 @@ operator reaches retries that are already scheduled.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 from urllib.parse import urlsplit
@@ -165,6 +165,10 @@ class Registry(Protocol):
         Ids only: fan-out needs no more, and each delivery reads its endpoint again when it is sent (and
         holds what is for a disabled one, ``pipeline/hold.py``).
         """
+        ...
+
+    def get_many(self, endpoint_ids: Sequence[str]) -> list[Endpoint]:
+        """The endpoints with these ids, in this order, in one read; ids that do not exist are skipped."""
         ...
 
     def list(self) -> list[Endpoint]:

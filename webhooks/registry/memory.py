@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from webhooks.errors import DuplicateEndpointError, EndpointNotFoundError
 from webhooks.registry.base import Endpoint
@@ -35,6 +35,9 @@ class MemoryRegistry:
 
     def subscribers(self, event_name: str) -> list[str]:
         return [endpoint.id for endpoint in self._endpoints.values() if event_name in endpoint.events]
+
+    def get_many(self, endpoint_ids: Sequence[str]) -> list[Endpoint]:
+        return [self._endpoints[endpoint_id] for endpoint_id in endpoint_ids if endpoint_id in self._endpoints]
 
     def list(self) -> list[Endpoint]:
         return list(self._endpoints.values())

@@ -21,7 +21,7 @@ even with concurrent writers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -96,6 +96,10 @@ class RedisRegistry:
         if endpoint is None:
             raise EndpointNotFoundError(endpoint_id)
         return endpoint
+
+    def get_many(self, endpoint_ids: Sequence[str]) -> list[Endpoint]:
+        with self._reachable():
+            return self._read(list(endpoint_ids))
 
     def subscribers(self, event_name: str) -> list[str]:
         with self._reachable():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from webhooks.log.health import HourCounts, latency_field, totals
+from webhooks.log.health import HourCounts, counted_as, latency_field, totals
 from webhooks.ops.web.charts import CHART_HEIGHT, CHART_WIDTH, bars
 from webhooks.ops.wording import milliseconds, percent, plural
 
@@ -19,18 +19,37 @@ def test_latency_buckets(latency, field):
 
 def test_totals_sum_hours_and_read_percentiles_from_buckets():
     hours = [
-        HourCounts.from_hash(1, {"delivered": "90", "retrying": "5", "failed": "1", "ms:50": "80", "ms:500": "16"}),
-        HourCounts.from_hash(2, {"delivered": "4", "dropped": "2", "ms:50": "4"}),
+        HourCounts.from_hash(
+            1, {"delivered": "90", "retrying": "5", "failed": "1", "attempts": "120", "ms:50": "80", "ms:500": "16"}
+        ),
+        HourCounts.from_hash(2, {"delivered": "4", "dropped": "2", "gone": "1", "attempts": "7", "ms:50": "4"}),
     ]
     t = totals(hours)
-    assert (t.delivered, t.retrying, t.failed, t.dropped, t.attempts) == (94, 5, 1, 2, 102)
-    assert t.success_rate == pytest.approx(94 / 100)  # dropped attempts sent nothing
+    assert (t.delivered, t.retrying, t.failed, t.gone, t.dropped, t.attempts) == (94, 5, 1, 1, 2, 127)
+    assert t.success_rate == pytest.approx(94 / 98)  # of the deliveries that ended
     assert (t.p50_ms, t.p95_ms) == (50.0, 500.0)
+    assert not t.failing
 
 
-def test_no_requests_means_no_rate_and_no_percentiles():
-    t = totals([HourCounts(1), HourCounts.from_hash(2, {"dropped": "3"})])
-    assert (t.success_rate, t.p50_ms, t.p95_ms, t.dropped) == (None, None, None, 3)
+def test_deliveries_that_all_end_undelivered_are_failing_without_a_single_response():
+    t = totals([HourCounts(1), HourCounts.from_hash(2, {"dropped": "3", "attempts": "3"})])
+    assert (t.success_rate, t.p50_ms, t.p95_ms, t.dropped, t.failing) == (0.0, None, None, 3, True)
+    assert totals([HourCounts(1)]).success_rate is None and not totals([HourCounts(1)]).failing
+
+
+@pytest.mark.parametrize(
+    ("state", "number", "status", "counter"),
+    [
+        ("retrying", 1, 503, "retrying"),  # a delivery begins retrying: counted once
+        ("retrying", 2, None, None),  # its later attempts add no delivery
+        ("failed", 11, 503, "failed"),
+        ("delivered", 3, 200, "delivered"),
+        ("retrying", 1, 410, "gone"),  # a 410 disables the endpoint: counted as what it is
+        ("dropped", 1, None, "dropped"),
+    ],
+)
+def test_each_delivery_is_counted_once_per_outcome_not_per_attempt(state, number, status, counter):
+    assert counted_as(state, number, status) == counter
 
 
 def test_slow_attempts_beyond_the_last_bucket():

@@ -183,8 +183,8 @@ def test_show_masks_the_secret_unless_revealed(services, crm):
         "description  CRM team",
         "rate limit   none",
         f"secret       {mask(crm.secret)}",
-        "this hour    0 delivered · 0 retrying · 0 failed · 0 dropped; no requests sent",
-        "last 24 h    0 delivered · 0 retrying · 0 failed · 0 dropped; no requests sent",
+        "this hour    0 delivered · 0 retried · 0 failed · 0 gone (410) · 0 dropped · 0 attempts; no delivery ended",
+        "last 24 h    0 delivered · 0 retried · 0 failed · 0 gone (410) · 0 dropped · 0 attempts; no delivery ended",
     ]
     assert crm.secret not in result.stdout
     assert crm.secret in invoke(services, "endpoints", "show", crm.id, "--reveal").stdout
@@ -201,14 +201,19 @@ def test_show_gives_the_endpoints_health(services, crm, log):
         log.record_attempt(f"evt_{number}", crm.id, "{}", "user_created", attempt, state)
     log.record_attempt("evt_9", crm.id, "{}", "user_created", Attempt(1, now, "drop", 0.0), State.DROPPED)
     lines = invoke(services, "endpoints", "show", crm.id).stdout.splitlines()
-    expected = "2 delivered · 1 retrying · 0 failed · 1 dropped; 66.7 % succeeded; p50 ≤ 50 ms, p95 ≤ 200 ms"
+    expected = (
+        "2 delivered · 1 retried · 0 failed · 0 gone (410) · 1 dropped · 4 attempts; 66.7 % delivered; "
+        "p50 ≤ 50 ms, p95 ≤ 200 ms"
+    )
     assert lines[-2:] == [f"this hour    {expected}", f"last 24 h    {expected}"]
     health = run_json(services, "endpoints", "show", crm.id)["health"]
     assert health["last_24_hours"] == {
         "delivered": 2,
         "retrying": 1,
         "failed": 0,
+        "gone": 0,
         "dropped": 1,
+        "attempts": 4,
         "success_rate": 2 / 3,
         "p50_latency_ms_at_most": 50.0,
         "p95_latency_ms_at_most": 200.0,

@@ -12,7 +12,8 @@ from click.testing import CliRunner
 from webhooks.errors import ConfigurationError
 from webhooks.events import EVENT_NAMES
 from webhooks.ops.cli import main
-from webhooks.ops.demo import Progress, report, reserve_port, summary
+from webhooks.ops.demo import Progress, report, summary
+from webhooks.ops.ports import reserve_port
 from webhooks.receiver.devserver import Received, Route
 
 

@@ -77,7 +77,7 @@ def test_a_password_in_a_url_is_masked_on_every_page_and_kept_on_save():
     sign_in(client)
     page = f"/endpoints/{endpoint.id}"
     for path in ("/", page, f"{page}/edit"):
-        text = client.get(path).get_data(as_text=True)
+        text = client.get(path).get_data(as_text=True).replace("<wbr>", "")
         assert "hunter2" not in text and "https://****@crm.example.com/hooks" in text, path
     edit = client.get(f"{page}/edit")
     response = client.post(

@@ -432,3 +432,9 @@ def test_open_registry_picks_redis_on_the_store_url_without_connecting():
     registry = open_registry(settings)
     assert isinstance(registry, RedisRegistry)
     assert registry.location == "redis://127.0.0.1:2/5"
+
+
+def test_get_many_reads_the_endpoints_asked_for_in_order_and_skips_the_missing(registry):
+    first, second = registry.add("https://a.example/", ["all"]), registry.add("https://b.example/", ["all"])
+    assert [e.id for e in registry.get_many([second.id, "ep_gone", first.id])] == [second.id, first.id]
+    assert registry.get_many([]) == []

@@ -15,8 +15,8 @@ import click
 
 from webhooks.events import EVENT_NAMES
 from webhooks.log import Attempt, Delivery, DeliverySummary, EndpointActivity
-from webhooks.log.health import COUNTED_STATES, Totals
-from webhooks.ops.wording import milliseconds, percent
+from webhooks.log.health import COUNTED_STATES, COUNTED_WORDS, Totals
+from webhooks.ops.wording import milliseconds, percent, plural
 from webhooks.registry import Endpoint, masked_url
 from webhooks.registry.changes import SECRET_PREFIX
 
@@ -211,6 +211,7 @@ def health_record(activity: EndpointActivity) -> dict[str, Any]:
 def _totals_record(totals: Totals) -> dict[str, Any]:
     return {
         **{state: getattr(totals, state) for state in COUNTED_STATES},
+        "attempts": totals.attempts,
         "success_rate": totals.success_rate,
         "p50_latency_ms_at_most": totals.p50_ms,
         "p95_latency_ms_at_most": totals.p95_ms,
@@ -218,7 +219,8 @@ def _totals_record(totals: Totals) -> dict[str, Any]:
 
 
 def health_lines(activity: EndpointActivity) -> list[str]:
-    """``this hour  3 delivered · 0 retrying · ...; 100 % succeeded; p50 ≤ 50 ms, p95 ≤ 200 ms`` and the 24 h line."""
+    """``this hour  3 delivered · 1 retried · ... · 5 attempts; 100 % delivered; p50 ≤ 50 ms, p95 ≤ 200 ms`` and
+    the 24 h line."""
     return [
         f"{label.ljust(11)}  {totals_text(totals)}"
         for label, totals in (("this hour", activity.last_hour), ("last 24 h", activity.last_day))
@@ -226,14 +228,15 @@ def health_lines(activity: EndpointActivity) -> list[str]:
 
 
 def totals_text(totals: Totals) -> str:
-    """A window's counts, success rate and latency percentiles in one line."""
-    counts = " · ".join(f"{getattr(totals, state)} {state}" for state in COUNTED_STATES)
+    """A window's deliveries per outcome, attempts, share delivered and response latency percentiles in one line."""
+    counts = " · ".join(f"{getattr(totals, state)} {COUNTED_WORDS[state]}" for state in COUNTED_STATES)
+    counts += f" · {plural(totals.attempts, 'attempt')}"
     if totals.success_rate is None:
-        return f"{counts}; no requests sent"
-    return (
-        f"{counts}; {percent(totals.success_rate)} succeeded; "
-        f"p50 ≤ {milliseconds(totals.p50_ms)}, p95 ≤ {milliseconds(totals.p95_ms)}"
+        return f"{counts}; no delivery ended"
+    latency = (
+        "" if totals.p50_ms is None else f"; p50 ≤ {milliseconds(totals.p50_ms)}, p95 ≤ {milliseconds(totals.p95_ms)}"
     )
+    return f"{counts}; {percent(totals.success_rate)} delivered{latency}"
 
 
 def echo_json(data: object) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import click
 
 from webhooks.ops.cli.base import main, optional, pass_services
+from webhooks.ops.ports import reserve_port
 from webhooks.ops.services import Services
 
 
@@ -17,6 +18,12 @@ from webhooks.ops.services import Services
 @pass_services
 def serve(services: Services, host: str, port: int) -> None:
     """Serve the settings page (endpoints, secrets, deliveries) for development."""
-    app = optional("webhooks.ops.web", "web").create_app(services.settings, services.registry, services.log)
-    click.echo(f"Settings page on http://{host}:{port}/ (sign in with WEBHOOKS_ADMIN_PASSWORD)")
-    optional("werkzeug.serving", "web").run_simple(host, port, app, threaded=True)
+    web, serving = optional("webhooks.ops.web", "web"), optional("werkzeug.serving", "web")
+    page_socket = reserve_port(port, host)  # before the app is built: a busy port is the first thing said
+    try:
+        app = web.create_app(services.settings, services.registry, services.log)
+        server = serving.make_server(host, port, app, threaded=True, fd=page_socket.fileno())
+        click.echo(f"Settings page on http://{host}:{port}/ (sign in with WEBHOOKS_ADMIN_PASSWORD)")
+        server.serve_forever()
+    finally:
+        page_socket.close()

@@ -17,7 +17,8 @@ from webhooks.errors import ConfigurationError
 from webhooks.log import DeliveryLog
 from webhooks.ops.services import Services
 from webhooks.ops.web import auth, errors, metrics, views
-from webhooks.ops.web.charts import bars
+from webhooks.ops.web.charts import bars, hour_marks, peak
+from webhooks.ops.web.labels import breakable
 from webhooks.ops.wording import milliseconds, percent
 from webhooks.registry import Registry, masked_url
 from webhooks.settings import Settings, get_settings
@@ -57,6 +58,9 @@ def create_app(
     app.jinja_env.filters["percent"] = percent
     app.jinja_env.filters["ms"] = milliseconds
     app.jinja_env.filters["bars"] = bars
+    app.jinja_env.filters["peak"] = peak
+    app.jinja_env.filters["hour_marks"] = hour_marks
+    app.jinja_env.filters["breakable"] = breakable
     CSRFProtect(app)
     auth.init_app(app, settings)
     app.register_blueprint(views.blueprint)

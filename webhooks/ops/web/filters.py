@@ -14,9 +14,10 @@ from typing import TypeVar
 from webhooks.events import EVENT_NAMES
 from webhooks.log import STATE_NAMES, DeliveryQuery, State, split_delivery_id
 from webhooks.log.queries import parse_cursor
+from webhooks.pipeline.notices import OPERATOR_ENDPOINT_ID
 from webhooks.registry import Endpoint
 
-__all__ = ["ENDPOINTS_PER_PAGE", "DELIVERIES_PER_PAGE", "DeliveryFilters", "EndpointFilters"]
+__all__ = ["ENDPOINTS_PER_PAGE", "DELIVERIES_PER_PAGE", "SOURCES", "DeliveryFilters", "EndpointFilters"]
 
 #: Rows of the deliveries page.
 DELIVERIES_PER_PAGE = 50
@@ -24,6 +25,9 @@ DELIVERIES_PER_PAGE = 50
 ENDPOINTS_PER_PAGE = 50
 
 T = TypeVar("T")
+
+#: The deliveries page's "Sent to" choices: the customers' endpoints, or the operator's events.
+SOURCES = {"endpoints": "Endpoints (customers)", "operator": "Operator events"}
 
 
 @dataclass
@@ -37,6 +41,7 @@ class DeliveryFilters:
     since: str = ""
     until: str = ""
     cursor: str = ""
+    source: str = ""
     errors: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -44,11 +49,12 @@ class DeliveryFilters:
         def arg(name: str) -> str:
             return args.get(name, "").strip()
 
-        return cls(arg("q"), arg("state"), arg("kind"), arg("endpoint_id"), arg("since"), arg("until"), arg("cursor"))
+        names = ("q", "state", "kind", "endpoint_id", "since", "until", "cursor", "source")
+        return cls(**{name: arg(name) for name in names})  # type: ignore[arg-type]
 
     def args(self) -> dict[str, str]:
         """The filters given, without the cursor: for links to the next page and back to the first."""
-        names = ("q", "state", "kind", "endpoint_id", "since", "until")
+        names = ("q", "state", "kind", "endpoint_id", "since", "until", "source")
         return {name: getattr(self, name) for name in names if getattr(self, name)}
 
     @property
@@ -71,6 +77,11 @@ class DeliveryFilters:
                 endpoint_id = in_id
         elif self.q:
             event_id = self.q
+        source = _choice(self.source, tuple(SOURCES), "source", self.errors)
+        if source == "operator":
+            if endpoint_id not in (None, OPERATOR_ENDPOINT_ID):
+                self.errors["source"] = "Operator events go to no customer endpoint; clear the endpoint or this."
+            endpoint_id = OPERATOR_ENDPOINT_ID
         state = _choice(self.state, STATE_NAMES, "state", self.errors)
         kind = _choice(self.kind, EVENT_NAMES, "kind", self.errors)
         since = _moment(self.since, "since", self.errors)
@@ -93,6 +104,7 @@ class DeliveryFilters:
             until=until,
             limit=limit,
             cursor=self.cursor or None,
+            without_endpoint_id=OPERATOR_ENDPOINT_ID if source == "endpoints" else None,
         )
 
 

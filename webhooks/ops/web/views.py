@@ -13,7 +13,7 @@ from webhooks.catalog import KINDS, TEST_EVENT_FIELDS, sample_arguments, sample_
 from webhooks.errors import DeliveryLogError, InvalidEventError, ReadOnlyRegistryError
 from webhooks.events import EVENT_GROUPS, EVENT_NAMES
 from webhooks.log import STATE_NAMES, DeliverySummary, EndpointActivity, Page, State
-from webhooks.log.health import COUNTED_STATES
+from webhooks.log.health import COUNTED_STATES, COUNTED_WORDS
 from webhooks.log.records import RESPONSE_EXCERPT_BYTES
 from webhooks.ops.health import endpoint_states
 from webhooks.ops.held import HeldChoice, enable, held_deliveries
@@ -21,11 +21,12 @@ from webhooks.ops.redelivery import redeliver, redeliver_failed
 from webhooks.ops.services import Services
 from webhooks.ops.web.auth import local_url
 from webhooks.ops.web.charts import CHART_HEIGHT, CHART_WIDTH
-from webhooks.ops.web.filters import DeliveryFilters, EndpointFilters
+from webhooks.ops.web.filters import SOURCES, DeliveryFilters, EndpointFilters
 from webhooks.ops.web.forms import EndpointForm
+from webhooks.ops.web.labels import endpoint_label, endpoint_labels
 from webhooks.ops.wording import plural
 from webhooks.pipeline.address import AddressPolicy
-from webhooks.pipeline.notices import Notice, recent_notices
+from webhooks.pipeline.notices import Standing, dismiss, dismissed_at, recent_notices, standing_notices
 from webhooks.publish import send_test_event
 from webhooks.registry import WritableRegistry, masked_url
 from webhooks.registry import writable as registry_writable
@@ -59,6 +60,8 @@ def page_context() -> dict[str, object]:
         "event_count": len(EVENT_NAMES),
         "states": STATE_NAMES,
         "counted_states": COUNTED_STATES,
+        "counted_words": COUNTED_WORDS,
+        "plural": plural,
         "test_fields": TEST_EVENT_FIELDS,
         "chart_width": CHART_WIDTH,
         "chart_height": CHART_HEIGHT,
@@ -80,6 +83,7 @@ def endpoints() -> str:
         activity = services().log.activity(endpoint.id for endpoint in listed)
     except DeliveryLogError as exc:  # the endpoints are still worth showing
         log_error = str(exc)
+    notices = operator_notices()
     return render_template(
         "endpoints.html",
         endpoints=listed,
@@ -87,17 +91,27 @@ def endpoints() -> str:
         log_error=log_error,
         filters=filters,
         pages=pages,
-        notices=operator_notices(),
-        endpoint_states=endpoint_states(services(), listed),
+        notices=notices,
+        labels=endpoint_labels(services().registry, (n.latest.endpoint_id for n in notices)),
+        endpoint_states=endpoint_states(services(), listed, activity),
     )
 
 
-def operator_notices() -> list[Notice]:
-    """The latest operator notices for the banner; none when the store cannot be read (the page still shows)."""
+def operator_notices() -> list[Standing]:
+    """The banner: each endpoint's latest notice not dismissed; none when the store cannot be read."""
     try:
-        return recent_notices(services().store)
+        return standing_notices(recent_notices(services().store), dismissed_at(services().store))
     except redis.RedisError:
         return []
+
+
+@blueprint.post("/notices/<path:endpoint_id>/dismiss")
+def dismiss_notices(endpoint_id: str) -> Response:
+    try:
+        dismiss(services().store, endpoint_id, datetime.now(UTC))
+    except redis.RedisError as exc:
+        flash(f"The notices were not dismissed: the store cannot be reached ({exc}).", "error")
+    return redirect(url_for("views.endpoints"))
 
 
 @blueprint.get("/deliveries")
@@ -111,7 +125,11 @@ def deliveries() -> tuple[str, int]:
         except DeliveryLogError as exc:
             log_error = str(exc)
     status = 400 if filters.errors else 200
-    return render_template("deliveries.html", filters=filters, page=page, log_error=log_error), status
+    labels = endpoint_labels(services().registry, (d.endpoint_id for d in page.deliveries))
+    page_html = render_template(
+        "deliveries.html", filters=filters, page=page, log_error=log_error, labels=labels, sources=SOURCES
+    )
+    return page_html, status
 
 
 @blueprint.route("/endpoints/new", methods=["GET", "POST"])
@@ -159,9 +177,12 @@ def endpoint_page(endpoint_id: str, *, revealed: bool) -> str:
     except DeliveryLogError as exc:
         log_error = str(exc)
     held = 0 if endpoint.enabled else held_deliveries(services()).count(endpoint_id)
+    states = endpoint_states(services(), [endpoint], {endpoint_id: health} if health else {})
     return render_template(
         "endpoint.html",
         endpoint=endpoint,
+        state=states[endpoint_id],
+        label=endpoint_label(endpoint),
         revealed=revealed,
         deliveries=recent,
         has_failed=has_failed,
@@ -174,13 +195,14 @@ def endpoint_page(endpoint_id: str, *, revealed: bool) -> str:
 @blueprint.get("/deliveries/<delivery_id>")
 def delivery(delivery_id: str) -> str:
     found = services().log.get(delivery_id)
-    return render_template("delivery.html", delivery=found, excerpt_bytes=RESPONSE_EXCERPT_BYTES)
+    labels = endpoint_labels(services().registry, [found.endpoint_id])
+    return render_template("delivery.html", delivery=found, excerpt_bytes=RESPONSE_EXCERPT_BYTES, labels=labels)
 
 
 @blueprint.post("/deliveries/<delivery_id>/redeliver")
 def redeliver_one(delivery_id: str) -> Response:
     redelivered = redeliver(services().log, delivery_id)
-    flash(f"Redelivering {redelivered.id}: attempt series {redelivered.series} has begun.", "success")
+    flash(f"Redelivering {redelivered.id}: redelivery {redelivered.series - 1} has begun.", "success")
     return redirect(url_for("views.delivery", delivery_id=delivery_id))
 
 
@@ -278,7 +300,7 @@ def test_event(endpoint_id: str) -> Response | str | tuple[str, int]:
             "test_event.html", endpoint=endpoint, name=name, fields=sample_arguments(name), error=None
         )
     try:
-        event_id = send_test_event(endpoint.id, name, fields)
+        event_id = send_test_event(endpoint.id, name, fields, log=services().log)
     except InvalidEventError as exc:
         page = render_template("test_event.html", endpoint=endpoint, name=name, fields=fields, error=str(exc))
         return page, 400

@@ -31,13 +31,42 @@ function ago(moment) {
   return "";
 }
 
+const HOUR = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit" });
+
 function localTimes(root) {
   root.querySelectorAll("time[datetime]").forEach((element) => {
     const moment = new Date(element.getAttribute("datetime"));
     if (Number.isNaN(moment.getTime())) return;
-    element.textContent = `${LOCAL.format(moment)} · ${ago(moment)}`;
+    // A chart's hour label (data-hour) is only the hour; any other time says how long ago, too, and a due
+    // time (data-due) that has passed says it is due, not that it comes "1 minute ago".
+    const late = "due" in element.dataset && moment.getTime() <= Date.now() ? "due " : "";
+    element.textContent = "hour" in element.dataset ? HOUR.format(moment) : `${LOCAL.format(moment)} · ${late}${ago(moment)}`;
   });
 }
+
+// The deliveries filter's From and To (<input data-utc>): UTC in the URL, the browser's zone on screen, like
+// the rows. Shown: UTC -> local. Submitted: local -> UTC.
+const pad = (n) => String(n).padStart(2, "0");
+const minutes = (d, utc) => utc
+  ? `${d.getUTCFullYear()}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}T${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}`
+  : `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+
+function localInputs(root) {
+  const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  root.querySelectorAll("input[data-utc]").forEach((input) => {
+    const moment = new Date(`${input.value}Z`);
+    if (input.value && !Number.isNaN(moment.getTime())) input.value = minutes(moment, false);
+  });
+  root.querySelectorAll("[data-zone]").forEach((label) => { label.textContent = `(${zone})`; });
+}
+
+document.addEventListener("submit", (event) => {
+  if (event.defaultPrevented) return;
+  event.target.querySelectorAll("input[data-utc]").forEach((input) => {
+    const moment = new Date(input.value); // a datetime-local value is read in the browser's zone
+    if (input.value && !Number.isNaN(moment.getTime())) input.value = minutes(moment, true);
+  });
+});
 
 // Live regions: <section id="..." data-live="URL"> is replaced by the same region of URL every
 // LIVE_MS, keeping open <details> open and marking rows that were not there before.
@@ -81,6 +110,7 @@ document.addEventListener("DOMContentLoaded", () => {
   const regions = [...document.querySelectorAll("[data-live][id]")];
   regions.forEach((region) => served.set(region, region.innerHTML));
   localTimes(document);
+  localInputs(document);
   window.setInterval(() => localTimes(document), 30000);
   regions.forEach(live);
 });
