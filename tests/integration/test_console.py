@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -111,6 +112,22 @@ def console(redis_server, receiver, browser, tmp_path_factory) -> Iterator[Conso
         worker.stop()
 
 
+#: The elements whose right edge lies past the window, innermost last, as ``tag.class: text``.
+WIDER_THAN = """width => [...document.querySelectorAll('body *')]
+    .filter(e => e.getBoundingClientRect().right > width + 1)
+    .map(e => `${e.tagName.toLowerCase()}.${e.className}: ${e.textContent.trim().slice(0, 80)}`)"""
+
+
+def assert_fits(page, width: int) -> None:
+    """No part of the page is wider than the window; otherwise name what is, with a screenshot to look at."""
+    if page.evaluate("document.documentElement.scrollWidth") <= width:
+        return
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    shot = SCREENSHOTS / f"too-wide-{width}-{uuid4().hex[:6]}.png"
+    page.screenshot(path=str(shot), full_page=True)
+    raise AssertionError(f"{page.url} is wider than {width} px ({shot}): {page.evaluate(WIDER_THAN, width)[-5:]}")
+
+
 def send_test_event(console: Console, name: str, event: str = "user_created") -> str:
     page = console.pages[1280]
     page.goto(f"{console.url}/endpoints/{console.ids[name]}")
@@ -179,7 +196,7 @@ def test_13_names_beside_ids_and_no_id_or_url_broken_mid_word(console, traffic, 
     address = path.format(down=console.ids["down"], delivery=f"{traffic['ok'][0]}@{console.ids['ok']}")
     page.goto(f"{console.url}{address}")
     assert page.evaluate(MID_WORD_BREAKS) == []
-    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    assert_fits(page, width)
     if path == "/deliveries":
         cells = page.locator("td[data-label=Endpoint]")
         names = {cells.nth(i).locator(".name").inner_text() for i in range(cells.count())}
@@ -198,7 +215,7 @@ def test_14_a_test_event_to_a_disabled_endpoint_is_held_and_listed(console, traf
     listed = rows.evaluate_all("rows => rows.map(r => r.dataset.delivery)")
     assert sorted(listed) == sorted(f"{event_id}@{gone}" for event_id in (traffic["held"][0], traffic["gone"][0]))
     assert rows.locator(".pill").all_inner_texts() == ["held", "held"]
-    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    assert_fits(page, width)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -326,4 +343,4 @@ def test_16_a_retry_past_its_due_time_reads_due_not_next_retry_ago(console, redi
     page.goto(f"{console.url}/deliveries/evt_late@{console.ids['down']}")
     line = page.inner_text("#attempts summary")
     assert "next retry" in line and "due 5 minutes ago" in line
-    assert page.evaluate("document.documentElement.scrollWidth") <= 400
+    assert_fits(page, 400)
