@@ -12,8 +12,8 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 from uuid import uuid4
@@ -70,6 +70,20 @@ def available(server: AbstractContextManager[S]) -> Iterator[S]:
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     with available(running_redis_server(tmp_path_factory.mktemp("redis"))) as server:
         yield server
+
+
+@pytest.fixture
+def own_redis_server(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]:
+    """Start a redis-server of the test's own (empty: its memory and settings are the test's alone), with more
+    redis-server options: ``own_redis_server("--appendonly", "yes")``; each is stopped after the test."""
+    with ExitStack() as servers:
+
+        def start(*config: str) -> RedisServer:
+            workdir = tmp_path / f"redis-{uuid4().hex[:8]}"
+            workdir.mkdir()
+            return servers.enter_context(available(running_redis_server(workdir, *config)))
+
+        yield start
 
 
 @pytest.fixture(scope="session")
@@ -159,16 +173,19 @@ def write_registry(path: Path, endpoints: list[dict[str, Any]]) -> Path:
 
 
 class Worker:
-    """A `celery -A webhooks worker` subprocess logging to a file; the pool comes from the settings."""
+    """A `celery -A webhooks worker` subprocess logging to a file; the pool comes from the settings. ``app``:
+    another Celery app to run instead (``tests.kombu_redis_app``)."""
 
-    def __init__(self, env: Mapping[str, str], log_path: Path, name: str, pool: str, concurrency: int) -> None:
+    def __init__(
+        self, env: Mapping[str, str], log_path: Path, name: str, pool: str, concurrency: int, app: str = "webhooks"
+    ) -> None:
         self.log_path = log_path
         self.log = log_path.open("wb")
         self.process = subprocess.Popen(
             [
                 str(BIN / "celery"),
                 "-A",
-                "webhooks",
+                app,
                 "worker",
                 "--loglevel",
                 "INFO",
@@ -208,8 +225,10 @@ class Worker:
 def start_worker(tmp_path: Path) -> Iterator[Any]:
     workers: list[Worker] = []
 
-    def start(env: Mapping[str, str], name: str = "worker", pool: str = "threads", concurrency: int = 8) -> Worker:
-        worker = Worker(env, tmp_path / f"{name}.log", name, pool, concurrency)
+    def start(
+        env: Mapping[str, str], name: str = "worker", pool: str = "threads", concurrency: int = 8, app: str = "webhooks"
+    ) -> Worker:
+        worker = Worker(env, tmp_path / f"{name}.log", name, pool, concurrency, app)
         workers.append(worker)
         return worker
 

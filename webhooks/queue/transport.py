@@ -10,6 +10,13 @@ broker URLs; everything else is kombu's.
 It also puts a message that carries an ETA (a retry Celery's autoretry sends with its countdown, or any
 ``apply_async(countdown=...)``) in the waiting set of ``redis.py`` instead of on its list: Celery builds
 the message as always, and it waits in Redis, not in a worker's memory, until housekeeping moves it.
+
+A channel never builds a connection pool once its connection is closed: kombu would read the host from the
+closed connection (None) and raise ``AttributeError``, which Celery calls unrecoverable and exits on. When
+Redis dies, Celery collects the broken connection, then closes it again; a channel whose first close was cut
+short by the outage (it was reading a pending BRPOP reply) would rebuild its pool on the second, to put back
+the messages it holds. It raises the connection error instead, which kombu and Celery handle: the worker
+reconnects, and those messages come back after the visibility timeout.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import redis
 from kombu.transport import redis as kombu_redis
 from kombu.utils.json import dumps
 
@@ -36,6 +44,11 @@ class Channel(kombu_redis.Channel):
         if client is None or client.connection_pool is not pool:  # a channel may replace its pool
             client = self._cached_client = super()._create_client()  # type: ignore[misc]
         return client
+
+    def _get_pool(self, asynchronous: bool = False) -> Any:
+        if self.connection.client is None:  # closed: kombu would build the pool from None
+            raise redis.ConnectionError("The broker connection of this channel is closed.")
+        return super()._get_pool(asynchronous=asynchronous)  # type: ignore[misc]  # not in kombu's stubs
 
     def _put(self, queue: str, message: dict[str, Any], **kwargs: Any) -> None:
         eta = (message.get("headers") or {}).get("eta")
