@@ -4,8 +4,10 @@ the kill is delivered (at least once: counted by distinct event id).
 
 Celery 5.7 handles a lost Redis connection by collecting it, then closing it again. A channel whose first close
 was cut short by the outage (it was reading a pending BRPOP reply) rebuilt its connection pool on the second
-from the closed connection, raised ``AttributeError`` and the worker exited ("Unrecoverable error"). Both
-tests run on kombu's own Redis transport too, which has that bug, and on ours, which does not.
+from the closed connection, raised ``AttributeError`` and the worker exited ("Unrecoverable error"). And a
+message taken off its list (BRPOP) just before the kill, whose unacknowledged record Redis never got, was in
+no queue when it came back: its deliveries stayed ``pending`` for good. Both tests run on kombu's own Redis
+transport too, which has both faults, and on ours, which has neither.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ class WorkerExitedError(AssertionError):
 
 
 #: The same test on kombu's own Redis transport, to compare: there a worker exits at one of the first outages
-#: (the AttributeError above), or, when both live, deliveries wait past RECOVERY_SECONDS.
+#: (the AttributeError above), or, when both live, the deliveries of a message taken as Redis died never come.
 KOMBU_REDIS = pytest.param(
     "tests.kombu_redis_app",
     marks=pytest.mark.xfail(raises=AssertionError, reason="kombu's own Redis transport does not survive it"),
