@@ -56,6 +56,8 @@ def free_port() -> int:
 class RedisServer:
     port: int
     process: subprocess.Popen[bytes]
+    #: The command that started it, to start it again on the same port and directory after a crash.
+    command: list[str]
 
     @property
     def url(self) -> str:
@@ -64,34 +66,45 @@ class RedisServer:
     def client(self) -> redis.Redis:
         return redis.Redis.from_url(self.url)
 
+    def answers(self) -> bool:
+        """Whether it answers PING (a server loading its append-only file answers with an error)."""
+        client = self.client()
+        try:
+            return bool(client.ping())
+        except redis.ConnectionError:  # BusyLoadingError included
+            return False
+        finally:
+            client.close()
+
+    def crash(self) -> None:
+        """Kill it with SIGKILL, as a crash would: no shutdown, no last save."""
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def restart(self) -> None:
+        """Start it again, same port and directory (so the same data files), once it has answered PING."""
+        self.process = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until(self.answers, timeout=15, what="redis-server to answer PING")
+
 
 @contextmanager
-def running_redis_server(workdir: Path) -> Iterator[RedisServer]:
-    """A redis-server of our own on a free loopback port, with persistence off, stopped on exit."""
+def running_redis_server(workdir: Path, *config: str) -> Iterator[RedisServer]:
+    """A redis-server of our own on a free loopback port, stopped on exit; persistence off unless ``config``
+    (more redis-server options, which override the earlier ones: ``"--appendonly", "yes"``) turns it on."""
     executable = shutil.which("redis-server")
     if executable is None:
         raise ServerUnavailableError("redis-server is not available on this machine.")
     port = free_port()
-    process = subprocess.Popen(
-        [executable, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-        + ["--dir", str(workdir)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    server = RedisServer(port, process)
-
-    def answers() -> bool:
-        try:
-            return bool(server.client().ping())
-        except redis.ConnectionError:
-            return False
-
+    command = [executable, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    command += ["--dir", str(workdir), *config]
+    server = RedisServer(port, subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), command)
     try:
-        wait_until(answers, timeout=15, what="redis-server to answer PING")
+        wait_until(server.answers, timeout=15, what="redis-server to answer PING")
         yield server
     finally:
-        process.terminate()
-        process.wait(timeout=10)
+        if server.process.poll() is None:
+            server.process.terminate()
+            server.process.wait(timeout=10)
 
 
 @dataclass

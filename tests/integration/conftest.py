@@ -12,8 +12,8 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 from uuid import uuid4
@@ -70,6 +70,20 @@ def available(server: AbstractContextManager[S]) -> Iterator[S]:
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     with available(running_redis_server(tmp_path_factory.mktemp("redis"))) as server:
         yield server
+
+
+@pytest.fixture
+def own_redis_server(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]:
+    """Start a redis-server of the test's own (empty: its memory and settings are the test's alone), with more
+    redis-server options: ``own_redis_server("--appendonly", "yes")``; each is stopped after the test."""
+    with ExitStack() as servers:
+
+        def start(*config: str) -> RedisServer:
+            workdir = tmp_path / f"redis-{uuid4().hex[:8]}"
+            workdir.mkdir()
+            return servers.enter_context(available(running_redis_server(workdir, *config)))
+
+        yield start
 
 
 @pytest.fixture(scope="session")

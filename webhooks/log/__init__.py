@@ -42,6 +42,7 @@ __all__ = [
     "Page",
     "State",
     "delivery_id",
+    "is_embedded_store",
     "open_delivery_log",
     "split_delivery_id",
     "store_client",
@@ -57,10 +58,15 @@ def open_delivery_log(settings: Settings) -> DeliveryLog:
     )
 
 
+def is_embedded_store(url: str) -> bool:
+    """Whether the store at ``url`` is the demo's in-process fakeredis rather than a Redis server."""
+    return url.startswith("memory://")
+
+
 @cache
 def store_client(url: str) -> redis.Redis:
     """The process's client of the store Redis at ``url`` (``memory://``: one shared fakeredis)."""
-    if url.startswith("memory://"):
+    if is_embedded_store(url):
         import fakeredis
 
         return fakeredis.FakeRedis(server=fakeredis.FakeServer(), decode_responses=True)

@@ -13,6 +13,7 @@ from celery import bootsteps
 
 from webhooks.errors import WebhooksError
 from webhooks.log import open_delivery_log
+from webhooks.pipeline.durability import check_redis_durability
 from webhooks.registry import RedisRegistry, open_registry
 from webhooks.settings import Settings
 
@@ -21,10 +22,12 @@ __all__ = ["check_worker_can_start", "startup_check"]
 
 def check_worker_can_start(settings: Settings) -> None:
     """Raise the WebhooksError that would fail every delivery: the registry cannot be loaded (a YAML file is
-    read and validated whole here) or the store cannot be reached. A Redis registry's event index is made
+    read and validated whole here), the store cannot be reached, or a Redis it uses would evict keys (and log
+    a warning for one that does not persist: ``durability.py``). A Redis registry's event index is made
     whole on the way (``RedisRegistry.index_every_endpoint``)."""
     registry = open_registry(settings)
     len(open_delivery_log(settings))  # one round trip to the store, the registry's too when it is in Redis
+    check_redis_durability(settings)
     if isinstance(registry, RedisRegistry):
         registry.index_every_endpoint()
 

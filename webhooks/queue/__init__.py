@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from functools import cache
 
+import redis
 from celery import Celery
 
 from webhooks.queue.base import (
@@ -36,6 +37,7 @@ __all__ = [
     "Queue",
     "RedisQueue",
     "TaskCall",
+    "broker_redis",
     "broker_transport",
     "queue_for",
 ]
@@ -49,6 +51,11 @@ def queue_for(app: Celery) -> Queue:
 def broker_transport(url: str) -> str | None:
     """The kombu transport for a broker URL: ours on Redis (``transport.py``), else kombu's choice (None)."""
     return "webhooks.queue.transport:Transport" if is_redis_url(url) else None
+
+
+def broker_redis(url: str) -> redis.Redis | None:
+    """The process's client of the broker at ``url`` when it is a Redis server, else None."""
+    return broker_client(url) if is_redis_url(url) else None
 
 
 @cache

@@ -10,23 +10,78 @@ broker URLs; everything else is kombu's.
 It also puts a message that carries an ETA (a retry Celery's autoretry sends with its countdown, or any
 ``apply_async(countdown=...)``) in the waiting set of ``redis.py`` instead of on its list: Celery builds
 the message as always, and it waits in Redis, not in a worker's memory, until housekeeping moves it.
+
+A channel never builds a connection pool once its connection is closed: kombu would read the host from the
+closed connection (None) and raise ``AttributeError``, which Celery calls unrecoverable and exits on. When
+Redis dies, Celery collects the broken connection, then closes it again; a channel whose first close was cut
+short by the outage (it was reading a pending BRPOP reply) would rebuild its pool on the second, to put back
+the messages it holds. It raises the connection error instead, which kombu and Celery handle: the worker
+reconnects, and those messages come back after the visibility timeout.
+
+kombu takes a message off its list (BRPOP) and records it as unacknowledged in a second round trip. When
+Redis dies between the two, the message is in neither place: the process keeps it (``QoS.append``) and the
+next channel it opens puts it back on its queue.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from datetime import datetime
 from typing import Any
 
+import redis
 from kombu.transport import redis as kombu_redis
 from kombu.utils.json import dumps
 
 from webhooks.queue.redis import KEY_WAITING, waiting_member
 
+logger = logging.getLogger("webhooks.queue")
+
+#: Messages taken off a list whose unacknowledged record Redis never got, as ``(payload, exchange, routing
+#: key)``: the next channel of the process puts them back.
+_unrecorded: list[tuple[Any, str, str]] = []
+_unrecorded_lock = threading.Lock()
+
+
+class QoS(kombu_redis.QoS):
+    """kombu's acknowledgement emulation, keeping a message it took but could not record."""
+
+    def append(self, message: Any, delivery_tag: str) -> None:
+        try:
+            super().append(message, delivery_tag)
+        except self.channel.connection_errors:  # type: ignore[attr-defined]  # not in kombu's stubs
+            delivery = message.delivery_info
+            with _unrecorded_lock:
+                _unrecorded.append((message._raw, delivery["exchange"], delivery["routing_key"]))
+            raise
+
 
 class Channel(kombu_redis.Channel):
     """A channel whose synchronous client is built once, for the pool it serves."""
 
+    QoS = QoS
     _cached_client: Any = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        with _unrecorded_lock:
+            taken = _unrecorded[:]
+            _unrecorded.clear()
+        if taken:
+            self._put_back(taken)
+
+    def _put_back(self, taken: list[tuple[Any, str, str]]) -> None:
+        try:
+            with self.conn_or_acquire() as client, client.pipeline() as pipe:
+                for payload, exchange, routing_key in taken:
+                    self._do_restore_message(payload, exchange, routing_key, pipe)  # type: ignore[attr-defined]
+                pipe.execute()
+        except self.connection_errors:  # type: ignore[attr-defined]  # not in kombu's stubs
+            with _unrecorded_lock:
+                _unrecorded.extend(taken)  # the next channel tries again
+            return
+        logger.warning("%d message(s) taken from Redis as it went away were put back on their queue.", len(taken))
 
     def _create_client(self, asynchronous: bool = False) -> Any:
         if asynchronous:
@@ -36,6 +91,11 @@ class Channel(kombu_redis.Channel):
         if client is None or client.connection_pool is not pool:  # a channel may replace its pool
             client = self._cached_client = super()._create_client()  # type: ignore[misc]
         return client
+
+    def _get_pool(self, asynchronous: bool = False) -> Any:
+        if self.connection.client is None:  # closed: kombu would build the pool from None
+            raise redis.ConnectionError("The broker connection of this channel is closed.")
+        return super()._get_pool(asynchronous=asynchronous)  # type: ignore[misc]  # not in kombu's stubs
 
     def _put(self, queue: str, message: dict[str, Any], **kwargs: Any) -> None:
         eta = (message.get("headers") or {}).get("eta")
