@@ -114,7 +114,6 @@ def rows(results: Results) -> Iterator[Row]:
     row("A", a, "A", "deliveries/s", True, batch, "tuned", note=note_a)
     row("A", a, "A", "deliveries/s", True, batch, "limit", note="2 processes x 32 connections")
     row("A", a, "A", "deliveries/s", True, batch, "naive")
-    # The requests client's 0.55x target (set at 16 threads) was deleted after a miss; see docs/performance.md.
     row("A", a, "A", "deliveries/s", True, batch, "raw", note=raw_note("A"))
     cpu_row("A", a, "A", batch)
     row(

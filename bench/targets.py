@@ -36,6 +36,7 @@ TARGETS: tuple[Target, ...] = (
     Target("A", "tuned", "≥ 2.0x the tuned Celery peer", ratio=2.0),
     Target("A", "limit", "≥ 0.25x the physical limit", ratio=0.25),
     Target("A", "naive", "≥ 2x the naive sender", ratio=2.0),
+    Target("A", "raw", "≥ 0.55x the requests client", ratio=0.55),
     Target("A one at a time", "naive delay", "≥ 2x the naive sender", ratio=2.0),
     Target("B 100 ms", "tuned", "≥ 3.0x the tuned Celery peer", ratio=3.0),
     Target("B 100 ms", "naive", "≥ 15x the naive sender", ratio=15.0),
