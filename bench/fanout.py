@@ -12,7 +12,8 @@ from collections.abc import Callable
 
 from bench.events import bodies
 from bench.harness import Harness
-from bench.scenarios import Plan, Results, limit_run, receive
+from bench.peers import limit_run
+from bench.scenarios import Plan, Results, receive
 from bench.senders import ours_workers, peer_fanout, peer_workers, publish_one, register, register_peer
 
 #: Events fanned out at once: one, then five.

@@ -7,18 +7,16 @@ from collections.abc import Callable
 from bench.fanout import fanout_phase
 from bench.harness import Harness
 from bench.idle import idle_phase
+from bench.peers import naive_phase, raw_phase, tuned_phase
 from bench.scenarios import (
     Plan,
     Results,
     fanout_floors,
     hanging_neighbour,
-    naive_phase,
     ours_phase,
     probed_phase,
     publish_costs,
-    raw_phase,
     scale_out,
-    tuned_phase,
     waiting_retries,
 )
 
