@@ -18,10 +18,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from bench.harness import BenchError, harness
+from bench.phases import RABBITMQ_SCENARIOS, run
 from bench.report import Report
-from bench.scenarios import RABBITMQ_SCENARIOS, Plan, Results, run
+from bench.scenarios import SCENARIOS, Plan, Results
 from bench.senders import conditions, use_ours_in_this_process
 from bench.table import RABBITMQ, rows
+from bench.targets import verdicts
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results"
 BROKERS = ("redis", "rabbitmq", "both")
@@ -29,25 +31,35 @@ BROKERS = ("redis", "rabbitmq", "both")
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=3, help="repetitions of each measurement (default 3)")
-    parser.add_argument("--quick", action="store_true", help="a tenth of the counts, once: checks the harness")
-    parser.add_argument("--only", default="ABCDEFGH", help="scenarios to run, e.g. AB (default all)")
+    parser.add_argument(
+        "--repeat", type=int, default=5, help="repetitions of each measurement with a target (default 5)"
+    )
+    parser.add_argument("--spare", type=int, default=1, help="repetitions of the others (default 1)")
+    parser.add_argument("--scale", type=float, default=1.0, help="fraction of the counts, for development (default 1)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a tenth of the counts, once, I to 20 endpoints: checks the harness"
+    )
+    parser.add_argument("--only", default=SCENARIOS, help="scenarios to run, e.g. AB (default all, A to J)")
     parser.add_argument(
         "--broker",
         choices=BROKERS,
         default="both",
-        help="Redis (every scenario), RabbitMQ (A, B and E; registry and log on Redis) or both (default)",
+        help="Redis (every scenario), RabbitMQ (A, B, E and I; registry and log on Redis) or both (default)",
     )
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="folder for results.md and .json")
     parser.add_argument("--values", type=Path, help=argparse.SUPPRESS)  # a RabbitMQ run's values, for its parent
     args = parser.parse_args(argv)
-    unknown = set(args.only.upper()) - set("ABCDEFGH")
-    if unknown or args.repeat < 1:
-        parser.error(f"--only takes letters A to H (got {args.only!r}); --repeat at least 1 (got {args.repeat}).")
+    unknown = set(args.only.upper()) - set(SCENARIOS)
+    if unknown or min(args.repeat, args.spare) < 1 or not 0 < args.scale <= 1:
+        parser.error(
+            f"--only takes letters A to J (got {args.only!r}); --repeat and --spare at least 1 (got {args.repeat} "
+            f"and {args.spare}); --scale above 0, at most 1 (got {args.scale})."
+        )
     plan = Plan(
         repeat=1 if args.quick else args.repeat,
-        scale=0.1 if args.quick else 1.0,
+        scale=0.1 if args.quick else args.scale,
         only=frozenset(args.only.upper()),
+        spare=1 if args.quick else args.spare,
     )
     command = "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])
     started = time.monotonic()
@@ -72,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Error: {exc}", file=sys.stderr)
         return 1
     with_rabbitmq = args.broker != "redis" and bool(on_rabbitmq)
-    report = Report(list(rows(results)), command=command.strip(), conditions=conditions(with_rabbitmq))
+    made = list(rows(results))
+    report = Report(made, command=command.strip(), conditions=conditions(with_rabbitmq), targets=verdicts(made))
     table, document = report.write(args.output)
     print(report.markdown())
     progress(f"wrote {table} and {document}")
@@ -83,7 +96,7 @@ def measure(plan: Plan, progress: Callable[[str], None], *, rabbitmq: bool = Fal
     """Run ``plan`` in a harness of its own: on Redis, or with both senders' brokers on RabbitMQ."""
     progress("on RabbitMQ" if rabbitmq else "on Redis")
     with tempfile.TemporaryDirectory(prefix="webhooks-bench-") as workdir:
-        with harness(Path(workdir), ("ours", "naive") if rabbitmq else ()) as running:
+        with harness(Path(workdir), ("ours", "naive", "tuned") if rabbitmq else ()) as running:
             use_ours_in_this_process(running)
             return run(running, plan, progress)
 
@@ -94,7 +107,8 @@ def measure_in_child(args: argparse.Namespace, only: str, progress: Callable[[st
     with tempfile.TemporaryDirectory(prefix="webhooks-bench-") as workdir:
         values = Path(workdir) / "values.json"
         argv = [sys.executable, "-m", "bench", "--broker", "rabbitmq", "--only", only, "--values", str(values)]
-        argv += ["--quick"] if args.quick else ["--repeat", str(args.repeat)]
+        argv += ["--quick"] if args.quick else ["--repeat", str(args.repeat), "--spare", str(args.spare)]
+        argv += [] if args.quick else ["--scale", str(args.scale)]
         progress("the RabbitMQ run, in a process of its own")
         if subprocess.run(argv, check=False).returncode != 0:
             raise BenchError("The run on RabbitMQ failed (its error is above).")

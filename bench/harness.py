@@ -58,6 +58,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of ``pid`` and of its living descendants (a prefork worker's children)."""
+    total = 0.0
+    for one in [pid, *descendants(pid)]:
+        try:
+            total += cpu_seconds(one)
+        except (OSError, IndexError):
+            continue  # gone since it was listed
+    return total
+
+
 def descendants(pid: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():

@@ -1,4 +1,4 @@
-"""The Python HTTP limit: signed POSTs straight from keep-alive ``requests.Session`` objects, no queue.
+"""The requests client: signed POSTs straight from keep-alive ``requests.Session`` objects, no queue.
 
 Run: ``python -m bench.raw --url URL --secret S --count N [--threads T]``; each thread has its own
 session. The harness runs two of these processes (one per core), as a sender without Celery would.
@@ -7,6 +7,7 @@ session. The harness runs two of these processes (one per core), as a sender wit
 from __future__ import annotations
 
 import argparse
+import os
 import threading
 import time
 
@@ -36,11 +37,14 @@ def main() -> None:
         threading.Thread(target=post_all, args=(args.url, args.secret, payloads[n :: args.threads]))
         for n in range(args.threads)
     ]
+    before = os.times()
     print(f"started {time.time()}", flush=True)  # the bodies are built: what follows is only sending
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    after = os.times()
+    print(f"cpu {after.user + after.system - before.user - before.system}", flush=True)
 
 
 if __name__ == "__main__":

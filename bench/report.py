@@ -57,6 +57,8 @@ class Row:
     target: float | None = None
     bound: float | None = None
     note: str = ""
+    #: The target as its issue wrote it (``bench/targets.py``).
+    promise: str = ""
 
     @property
     def ratio(self) -> float | None:
@@ -95,6 +97,8 @@ class Report:
     command: str = "python -m bench"
     #: How our workers ran, where it differs from what a reader would assume (one sentence each).
     conditions: list[str] = field(default_factory=list)
+    #: Every target of the run, met or MISSED (``bench.targets.verdicts``).
+    targets: list[str] = field(default_factory=list)
     started_at: str = field(default_factory=lambda: datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"))
 
     def markdown(self) -> str:
@@ -111,6 +115,10 @@ class Report:
             ratio = f"{row.ratio:.2f}x" if row.ratio is not None else ""
             cells = [row.scenario, row.measure, row.published, row.ours.show(row.unit), row.baseline, theirs, ratio]
             lines.append("| " + " | ".join([*cells, row.target_text(), row.note]) + " |")
+        missed = sum("MISSED" in line for line in self.targets)
+        if self.targets:
+            lines += ["", f"Targets: {len(self.targets) - missed} met, {missed} MISSED.", ""]
+            lines += [f"- {line}" for line in self.targets]
         return "\n".join(lines) + "\n"
 
     def write(self, directory: Path) -> tuple[Path, Path]:
@@ -123,6 +131,7 @@ class Report:
             "command": self.command,
             "machine": machine(),
             "conditions": self.conditions,
+            "targets": self.targets,
             "rows": rows,
         }
         document.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")

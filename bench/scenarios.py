@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.events import bodies
-from bench.harness import Harness, Process, cpu_seconds, endpoint_path, pss_bytes, rss_bytes, wait_until
+from bench.harness import Harness, Process, endpoint_path, pss_bytes, rss_bytes, tree_cpu_seconds, wait_until
 from bench.report import Stat
 from bench.senders import (
     QUEUE,
@@ -25,15 +25,13 @@ from bench.senders import (
     celery_messages,
     drop_queues,
     naive_app,
-    naive_filler,
-    naive_publisher,
-    naive_worker,
     ours_workers,
+    peer_filler,
+    peer_publisher,
+    peer_workers,
     publish_batch,
     publish_one,
     queues_empty,
-    raw_clients,
-    raw_started,
     register,
 )
 from webhooks.pipeline.lanes import KEY_INFLIGHT
@@ -43,15 +41,12 @@ from webhooks.registry.redis import RedisRegistry
 MB = 1024 * 1024
 #: Seconds to wait for the deliveries of one run before declaring the run broken.
 RUN_TIMEOUT_SECONDS = 600
-#: Threads of each raw client process the search for its peak starts from on slow receivers: as many as one of
-#: our worker processes has (on A it starts from one).
-RAW_THREADS_SLOW = 64
+#: Seconds E publishes at its rate, each repetition (10 before the tuned peer's rows joined the run).
+PACED_SECONDS = 5
 #: Events that go through workers just started before E's split times any.
 WARM_UP_EVENTS = 50
 #: Worker processes G runs scenario B on.
 SCALE_OUT = (1, 2, 4, 8)
-#: Most threads per raw client process that search tries.
-RAW_THREADS_MOST = 1024
 #: A line of bench/probe.py (Celery logs what a worker prints, so it follows a log prefix).
 PROBE_LINE = re.compile(r"\bprobe (fanout|deliver|fanned) (\S+) (.+)$", re.MULTILINE)
 #: Milliseconds H's hanging endpoint takes to answer: longer than our workers' read time-out (15 s), so every
@@ -61,16 +56,29 @@ HANGING_DELAY_MS = 60_000
 HANGING_RELEASE_SECONDS = 120
 
 
+#: Every scenario, by its letter: I is one event (and five) to many endpoints, J the idle cost.
+SCENARIOS = "ABCDEFGHIJ"
+
+
 @dataclass
 class Plan:
-    """How much to run: the full benchmark, or ``--quick`` (a tenth of the counts) to check the harness."""
+    """How much to run: the full benchmark, or ``--quick`` (a tenth of the counts, once) to check the harness.
 
-    repeat: int = 3
+    ``repeat``: repetitions of every measurement with a target; ``spare``: of those without one.
+    """
+
+    repeat: int = 5
     scale: float = 1.0
-    only: frozenset[str] = frozenset("ABCDEFGH")
+    only: frozenset[str] = frozenset(SCENARIOS)
+    spare: int = 1
 
     def n(self, count: int) -> int:
         return max(10, round(count * self.scale))
+
+    @property
+    def fanout_sizes(self) -> tuple[int, ...]:
+        """Endpoints I fans one event out to: 100, 1,000 and 10,000, or 20 when checking the harness."""
+        return (100, 1000, 10_000) if self.scale == 1.0 else (20,)
 
     @property
     def processes(self) -> tuple[int, ...]:
@@ -118,11 +126,20 @@ class Throughput:
     span: float
     #: Deliveries that arrived more than once.
     duplicates: int
+    #: Requests that failed the receiver's signature check.
+    bad_signatures: int
+    #: Milliseconds of the sender's CPU (its workers', user and system) per delivery, where it was measured.
+    cpu_ms: float | None = None
 
     def add_to(self, results: Results, measure: str, sender: str) -> None:
-        """Record the rate as ``measure`` and the duplicates as ``measure duplicates``."""
+        """Record the rate as ``measure``, the duplicates as ``measure duplicates``, the CPU per delivery as
+        ``measure CPU`` and the receiver's busy share of a core as ``measure receiver CPU``."""
         results.add(measure, sender, self.rate)
         results.add(f"{measure} duplicates", sender, self.duplicates)
+        results.add(f"{measure} bad signatures", sender, self.bad_signatures)
+        results.add(f"{measure} receiver CPU", sender, self.receiver_cpu * 100)
+        if self.cpu_ms is not None:
+            results.add(f"{measure} CPU", sender, self.cpu_ms)
 
 
 def receive(
@@ -131,15 +148,18 @@ def receive(
     start: Callable[[], object],
     endpoint: str | None = None,
     settle: Callable[[], object] = lambda: None,
+    workers: Sequence[Process] = (),
 ) -> Throughput:
     """Deliveries per second of ``count`` distinct deliveries that ``start()`` sets off, from the moment it is
     called (the first publish) to the last new arrival, and how many arrived twice.
 
     ``endpoint``: count only that endpoint's deliveries (its receiver path). ``settle()`` runs once they have
     arrived, before every task must be acknowledged: what leaves the next measurement a clean state.
+    ``workers``: the sender's, whose CPU per delivery is measured to the last arrival.
     """
     harness.reset_receiver()
     cpu_before = harness.receiver_stats()["cpu_seconds"]
+    workers_before = workers_cpu(workers)
     started = time.time()
     start()
     stats = harness.wait_for_arrivals(
@@ -150,12 +170,15 @@ def receive(
     )
     counted = stats if endpoint is None else stats["endpoints"][endpoint]
     span = max(counted["last"] - started, 1e-6)
+    cpu_ms = (workers_cpu(workers) - workers_before) / count * 1000 if workers else None
     settle()
     wait_until(lambda: queues_empty(harness), timeout=60, what="every task to be acknowledged")
     after = harness.receiver_stats()
     after = after if endpoint is None else after["endpoints"][endpoint]
     duplicates = after["count"] - after["distinct"]
-    return Throughput(counted["distinct"] / span, (stats["cpu_seconds"] - cpu_before) / span, span, duplicates)
+    receiver_cpu = (stats["cpu_seconds"] - cpu_before) / span
+    bad = after["bad_signatures"] if endpoint is None else stats["bad_signatures"]
+    return Throughput(counted["distinct"] / span, receiver_cpu, span, duplicates, bad, cpu_ms)
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -182,7 +205,7 @@ def add_percentiles(results: Results, measure: str, sender: str, latencies: list
 def publish_costs(harness: Harness, plan: Plan, results: Results) -> None:
     """C with no worker running: our inbox is empty for the first publish only."""
     calls = plan.n(2000)
-    naive_delay = naive_publisher(harness, harness.endpoint_url("naive"))
+    naive_delay = peer_publisher(harness, harness.endpoint_url("naive"))
     payloads = [body for _, body in bodies(calls)]
     for _ in range(plan.repeat):
         for sender, publish in (("ours", lambda _: publish_one()), ("naive", naive_delay)):
@@ -248,27 +271,32 @@ def ours_phase(harness: Harness, plan: Plan, results: Results) -> None:
             register(harness, [harness.endpoint_url("ours")])
             for _ in range(plan.repeat):
                 count = plan.n(5000)
-                result = receive(harness, count, lambda count=count: publish_batch(count))
+                result = receive(harness, count, lambda count=count: publish_batch(count), workers=workers)
                 result.add_to(results, "A", "ours")
-                results.add("A receiver CPU", "ours", result.receiver_cpu * 100)
                 under_load = under_load_publishes(harness, plan, results, "ours", lambda _: publish_one())
                 under_load.add_to(results, "A one at a time", "ours")
-            results.add("F host RSS", "ours", sum(rss_bytes(w.popen.pid) for w in workers) / MB)
-            results.add("F host PSS", "ours", sum(pss_bytes(w.popen.pid) for w in workers) / MB)
-            results.add("F after A, one process", "ours", max(rss_bytes(w.popen.pid) for w in workers) / MB)
+            memory_after_a(results, "ours", workers)
         if "C" in plan.only:
             register(harness, [harness.endpoint_url("ours")])
-            for _ in range(plan.repeat):
+            for _ in range(plan.spare):
                 idle_publishes(harness, plan, results, "ours", lambda _: publish_one())
         if "B" in plan.only:
-            slow_receivers(harness, plan, results, "ours")
+            slow_receivers(harness, plan, results, "ours", workers)
         if "E" in plan.only:
             register(harness, [harness.endpoint_url("ours")])
-            for measure, rate in (
-                ("E", latency_rate(results, "naive delay")),
-                ("E own", latency_rate(results, "ours")),
+            for measure, rate, repeat in (
+                ("E", latency_rate(results, "naive delay"), plan.repeat),
+                ("E own", latency_rate(results, "ours"), plan.spare),
             ):
-                latency(harness, plan, results, "ours", rate, lambda event_id, body: publish_one(), measure)
+                publish = lambda event_id, body: publish_one()  # noqa: E731
+                latency(harness, repeat, plan, results, "ours", rate, publish, measure)
+
+
+def memory_after_a(results: Results, sender: str, workers: list[Process]) -> None:
+    """F: the memory of ``sender``'s worker host after A, and of its largest worker process."""
+    results.add("F host RSS", sender, sum(rss_bytes(w.popen.pid) for w in workers) / MB)
+    results.add("F host PSS", sender, sum(pss_bytes(w.popen.pid) for w in workers) / MB)
+    results.add("F after A, one process", sender, max(rss_bytes(w.popen.pid) for w in workers) / MB)
 
 
 def under_load_publishes(
@@ -292,19 +320,21 @@ def latency_rate(results: Results, sender: str) -> float:
     return (results.median("A one at a time", sender) or 200.0) / 2
 
 
-def slow_receivers(harness: Harness, plan: Plan, results: Results, sender: str) -> None:
+def slow_receivers(harness: Harness, plan: Plan, results: Results, sender: str, workers: list[Process]) -> None:
     """B: the receiver answers after 100 ms, then after 1 s (fewer deliveries; the naive sender: fewer still)."""
-    counts = {"ours": (5000, 1000), "naive": (200, 20)}[sender]
-    for measure, delay_ms, count in zip(("B 100 ms", "B 1 s"), (100, 1000), counts, strict=True):
+    counts = {"ours": (5000, 1000), "tuned": (5000, 1000), "naive": (100, 20)}[sender]
+    for measure, delay_ms, count, repeat in zip(
+        ("B 100 ms", "B 1 s"), (100, 1000), counts, (plan.repeat, plan.spare), strict=True
+    ):
         url = harness.endpoint_url(sender, delay_ms)
         if sender == "ours":
             register(harness, [url])
         count = plan.n(count)
-        for _ in range(plan.repeat):
+        for _ in range(repeat):
             if sender == "ours":
-                result = receive(harness, count, lambda count=count: publish_batch(count))
+                result = receive(harness, count, lambda count=count: publish_batch(count), workers=workers)
             else:
-                result = receive(harness, count, naive_filler(harness, url, count))
+                result = receive(harness, count, peer_filler(harness, sender, url, count), workers=workers)
             result.add_to(results, measure, sender)
 
 
@@ -326,6 +356,7 @@ def ours_fanout(harness: Harness, plan: Plan, results: Results, workers: list[Pr
 
 def latency(
     harness: Harness,
+    repeat: int,
     plan: Plan,
     results: Results,
     sender: str,
@@ -333,11 +364,11 @@ def latency(
     publish: Callable[[str, str], str],
     measure: str = "E",
 ) -> None:
-    """E: publish at ``rate`` for about 10 s and time each event from its publish to its arrival.
+    """E: publish at ``rate`` for PACED_SECONDS and time each event from its publish to its arrival, ``repeat`` times.
 
     ``publish(event_id, body)`` returns the id of the event the receiver will see.
     """
-    for _ in range(plan.repeat):
+    for _ in range(repeat):
         published, arrivals = paced(harness, plan, rate, publish)
         latencies = [(arrivals[event_id] - at) * 1000 for event_id, at in published.items()]
         add_percentiles(results, measure, sender, latencies)
@@ -347,8 +378,8 @@ def latency(
 def paced(
     harness: Harness, plan: Plan, rate: float, publish: Callable[[str, str], str]
 ) -> tuple[dict[str, float], dict[str, float]]:
-    """Publish at ``rate`` for about 10 s; return when each event was published and when it arrived."""
-    count = plan.n(round(rate * 10))
+    """Publish at ``rate`` for PACED_SECONDS; return when each event was published and when it arrived."""
+    count = plan.n(round(rate * PACED_SECONDS))
     payloads = bodies(count)
     harness.reset_receiver()
     published: dict[str, float] = {}
@@ -381,7 +412,7 @@ def probed_phase(harness: Harness, plan: Plan, results: Results) -> None:
         rate = latency_rate(results, "naive delay")
         register(harness, [harness.endpoint_url("ours")])
         warm_up(harness, lambda _: publish_one())
-        for _ in range(plan.repeat):
+        for _ in range(plan.spare):
             published, arrivals = paced(harness, plan, rate, lambda event_id, body: publish_one())
             fanouts, deliveries, _ = probed(workers)
             split(results, "ours", published, deliveries, arrivals)
@@ -390,12 +421,12 @@ def probed_phase(harness: Harness, plan: Plan, results: Results) -> None:
             results.add("E inbox", "ours", statistics.median(inbox))
             results.add("E second hop", "ours", statistics.median(second))
     rate = latency_rate(results, "naive delay")
-    with naive_worker(harness, app="bench.probe:naive") as worker:
-        delay = naive_publisher(harness, harness.endpoint_url("naive"))
+    with peer_workers(harness, "naive", app="bench.probe:naive") as naive:
+        delay = peer_publisher(harness, harness.endpoint_url("naive"))
         warm_up(harness, delay)
-        for _ in range(plan.repeat):
+        for _ in range(plan.spare):
             published, arrivals = paced(harness, plan, rate, lambda event_id, body: (delay(body), event_id)[1])
-            split(results, "naive delay", published, probed([worker])[1], arrivals)
+            split(results, "naive delay", published, probed(naive)[1], arrivals)
 
 
 def warm_up(harness: Harness, publish: Callable[[str], object]) -> None:
@@ -421,71 +452,6 @@ def probed(workers: list[Process]) -> tuple[dict[str, float], dict[str, float], 
             for event in events.split():
                 seen[kind].setdefault(event, float(at))
     return seen["fanout"], seen["deliver"], seen["fanned"]
-
-
-# The naive sender and the raw client on A, B (and E for the naive sender).
-
-
-def naive_phase(harness: Harness, plan: Plan, results: Results) -> None:
-    with naive_worker(harness) as worker:
-        url = harness.endpoint_url("naive")
-        delay = naive_publisher(harness, url)
-        if plan.only & set("AE"):
-            for _ in range(plan.repeat):
-                count = plan.n(5000)
-                result = receive(harness, count, naive_filler(harness, url, count))
-                result.add_to(results, "A", "naive")
-                under_load = under_load_publishes(harness, plan, results, "naive", delay)
-                under_load.add_to(results, "A one at a time", "naive delay")
-            results.add("F host RSS", "naive", rss_bytes(worker.popen.pid) / MB)
-            results.add("F host PSS", "naive", pss_bytes(worker.popen.pid) / MB)
-            results.add("F after A, one process", "naive", rss_bytes(worker.popen.pid) / MB)
-        if "C" in plan.only:
-            for _ in range(plan.repeat):
-                idle_publishes(harness, plan, results, "naive", delay)
-        if "B" in plan.only:
-            slow_receivers(harness, plan, results, "naive")
-        if "E" in plan.only:
-            rate = latency_rate(results, "naive delay")
-            latency(harness, plan, results, "naive delay", rate, lambda event_id, body: (delay(body), event_id)[1])
-
-
-def raw_phase(harness: Harness, plan: Plan, results: Results) -> None:
-    """The raw client on A and B, with as many threads per process as it takes to peak (found first)."""
-    for measure, delay_ms, fewest in (("A", 0, 1), ("B 100 ms", 100, RAW_THREADS_SLOW)):
-        if measure[0] not in plan.only:
-            continue
-        url = harness.endpoint_url("raw", delay_ms)
-        count = plan.n(5000)
-        threads = peak_threads(harness, url, count, fewest)
-        results.add(f"{measure} threads", "raw", threads)
-        for _ in range(plan.repeat):
-            raw_run(harness, url, count, threads).add_to(results, measure, "raw")
-
-
-def peak_threads(harness: Harness, url: str, count: int, fewest: int) -> int:
-    """Threads per raw client process at which it sends fastest: doubled from ``fewest`` until the rate falls
-    clearly (by a tenth: one run each, on a noisy machine) below the best seen, or RAW_THREADS_MOST."""
-    best, best_rate, threads = fewest, 0.0, fewest
-    while threads <= RAW_THREADS_MOST:
-        rate = raw_run(harness, url, count, threads).rate
-        if rate > best_rate:
-            best, best_rate = threads, rate
-        elif rate < 0.9 * best_rate:
-            break
-        threads *= 2
-    return best
-
-
-def raw_run(harness: Harness, url: str, count: int, threads: int) -> Throughput:
-    """``count`` POSTs from the two raw client processes, from their first send to the last arrival."""
-    harness.reset_receiver()
-    cpu_before = harness.receiver_stats()["cpu_seconds"]
-    with raw_clients(harness, url, count, threads) as clients:
-        stats = harness.wait_for_arrivals(count, timeout=RUN_TIMEOUT_SECONDS, what=f"{count} raw posts")
-    span = max(stats["last"] - min(raw_started(client) for client in clients), 1e-6)
-    receiver_cpu = (stats["cpu_seconds"] - cpu_before) / span
-    return Throughput(stats["distinct"] / span, receiver_cpu, span, stats["duplicates"])
 
 
 # Memory with 10,000 deliveries waiting for their retry.
@@ -525,7 +491,7 @@ def scale_out(harness: Harness, plan: Plan, results: Results) -> None:
         with ours_workers(harness, processes) as workers:
             url = harness.endpoint_url("scale", 100)
             register(harness, [url])
-            for _ in range(plan.repeat):
+            for _ in range(plan.spare):
                 count = plan.n(6000)
                 cpu_before = workers_cpu(workers)
                 result = receive(harness, count, lambda count=count: publish_batch(count))
@@ -568,9 +534,9 @@ def hanging_neighbour(harness: Harness, plan: Plan, results: Results) -> None:
             results.add("H hanging attempts", "ours", figures["count"])
 
 
-def workers_cpu(workers: list[Process]) -> float:
-    """CPU seconds our worker processes have used so far."""
-    return sum(cpu_seconds(worker.popen.pid) for worker in workers)
+def workers_cpu(workers: Sequence[Process]) -> float:
+    """CPU seconds worker processes (and a prefork worker's children) have used so far."""
+    return sum(tree_cpu_seconds(worker.popen.pid) for worker in workers)
 
 
 def release_hanging(harness: Harness, endpoint_id: str) -> None:
@@ -587,29 +553,3 @@ def release_hanging(harness: Harness, endpoint_id: str) -> None:
         interval=0.1,
     )
     harness.redis().delete(KEY_WAITING)
-
-
-PHASES: list[tuple[str, Callable[[Harness, Plan, Results], None]]] = [
-    ("C", publish_costs),
-    ("D", fanout_floors),
-    ("ABCE", naive_phase),  # before ours: E times ours at the naive sender's rate
-    ("ABCEF", ours_phase),
-    ("AB", raw_phase),
-    ("DE", probed_phase),
-    ("F", waiting_retries),
-    ("G", scale_out),
-    ("H", hanging_neighbour),  # last: should its clean-up miss a hanging attempt, no other figure pays for it
-]
-#: The phases a run on RabbitMQ runs, for its A, B and E (the raw client has no broker; the rest is Redis's).
-RABBITMQ_PHASES = (naive_phase, ours_phase, probed_phase)
-#: The scenarios measured on RabbitMQ too.
-RABBITMQ_SCENARIOS = frozenset("ABE")
-
-
-def run(harness: Harness, plan: Plan, progress: Callable[[str], None]) -> Results:
-    results = Results()
-    for scenarios, phase in PHASES:
-        if plan.only & set(scenarios) and (phase in RABBITMQ_PHASES or not harness.rabbitmq_urls):
-            progress(f"{phase.__name__} ({', '.join(sorted(plan.only & set(scenarios)))})")
-            phase(harness, plan, results)
-    return results

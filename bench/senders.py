@@ -1,23 +1,27 @@
-"""The three senders the benchmark compares, started the way each is run in production.
+"""The senders the benchmark compares, started the way each is run in production.
 
 - ours: ``celery -A webhooks worker --loglevel INFO`` (the Procfile's line), one process per core,
   endpoints in the Redis registry, the delivery log, task events for Flower, acks late, signing;
   events published with ``publish_event()`` / ``publish_events()`` from this process.
 - naive: ``bench/naive.py`` under ``celery worker --pool prefork --concurrency 2 --loglevel INFO``.
+- tuned: ``bench/tuned.py`` under ``celery worker --pool threads --concurrency 64 --loglevel INFO``, as many
+  processes as ours.
 - raw: ``bench/raw.py``, keep-alive ``requests.Session`` clients in two processes, no queue at all.
+- limit: ``bench/limit.py``, pre-built signed requests on keep-alive sockets from event loops: the machine's limit.
 
 Each has its own Redis database, so one's queue never reaches another's workers: the broker in db 0
-(ours), our registry and delivery log in db 1, the naive sender's broker in db 2; db 3 is where
-Celery's own messages are built for pushing elsewhere (``celery_messages``).
+(ours), our registry and delivery log in db 1, the naive sender's broker and registry in db 2, the tuned
+peer's in db 4; db 3 is where Celery's own messages are built for pushing elsewhere (``celery_messages``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from amqp.exceptions import ChannelError
@@ -26,6 +30,7 @@ from kombu import Connection
 
 from bench.events import EVENT_NAME, bodies, event_kwargs
 from bench.harness import BIN, SECRET, BenchError, Harness, Process, wait_until
+from bench.peer import ENDPOINTS_KEY
 from webhooks.log import FannedOut, open_delivery_log
 from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE
 from webhooks.queue.redis import KEY_WAITING
@@ -33,7 +38,9 @@ from webhooks.registry.base import Endpoint
 from webhooks.registry.redis import RedisRegistry
 from webhooks.settings import get_settings, load_settings, use_settings
 
-OURS_DB, STORE_DB, NAIVE_DB, SCRATCH_DB = 0, 1, 2, 3
+OURS_DB, STORE_DB, NAIVE_DB, SCRATCH_DB, TUNED_DB = 0, 1, 2, 3, 4
+#: The Celery peers and the Redis database of each (its broker on Redis, and its registry).
+PEER_DBS = {"naive": NAIVE_DB, "tuned": TUNED_DB}
 #: The Celery queue every sender uses, Celery's default (a Redis list of that name).
 QUEUE = "celery"
 #: WEBHOOKS_ALLOW_PRIVATE_NETWORKS as production runs it, but for the receiver's network: every delivery's
@@ -50,8 +57,9 @@ def redis_url(harness: Harness, db: int) -> str:
 
 
 def broker_url(harness: Harness, sender: str) -> str:
-    """The broker of ``sender`` (ours, naive): its RabbitMQ virtual host if RabbitMQ runs, else its Redis database."""
-    return harness.rabbitmq_urls.get(sender) or redis_url(harness, {"ours": OURS_DB, "naive": NAIVE_DB}[sender])
+    """The broker of ``sender`` (ours, naive, tuned): its RabbitMQ virtual host if RabbitMQ runs, else its Redis
+    database."""
+    return harness.rabbitmq_urls.get(sender) or redis_url(harness, {"ours": OURS_DB, **PEER_DBS}[sender])
 
 
 def ours_settings(harness: Harness, **overrides: str) -> dict[str, str]:
@@ -76,7 +84,7 @@ def conditions(rabbitmq: bool) -> list[str]:
     log = f"The delivery log was at its cap of {cap:,} deliveries before each run, so it trimmed as in production."
     brokers = [
         "Rows marked RabbitMQ ran in a process of their own with a rabbitmq-server of the run's own as the broker "
-        "of ours and of the naive sender (each its virtual host), our registry and delivery log on Redis."
+        "of ours and of the Celery peers (each its virtual host), our registry and delivery log on Redis."
     ]
     return [guard, log, *(brokers if rabbitmq else [])]
 
@@ -103,9 +111,13 @@ def start_worker(harness: Harness, name: str, argv: list[str], env: dict[str, st
     return process
 
 
+#: Worker processes of ours (and of the tuned peer) on the benchmark's host: one per core, as README deploys it.
+OURS_PROCESSES = 2
+
+
 @contextmanager
 def ours_workers(
-    harness: Harness, processes: int = 2, app: str = "webhooks", **settings: str
+    harness: Harness, processes: int = OURS_PROCESSES, app: str = "webhooks", **settings: str
 ) -> Iterator[list[Process]]:
     """``processes`` of our worker (threads x 64 each, the default), stopped on exit; ``app``: where Celery
     finds it (``bench.probe``: the same worker, saying when each task starts)."""
@@ -127,26 +139,52 @@ def ours_workers(
 
 
 @contextmanager
-def naive_worker(harness: Harness, app: str = "bench.naive") -> Iterator[Process]:
-    worker = start_worker(
-        harness,
-        "naive",
-        [str(BIN / "celery"), "-A", app, "worker", "--pool", "prefork", "--concurrency", "2"]
-        + ["--loglevel", "INFO", "--hostname", "naive@%h"],
-        {"BENCH_BROKER_URL": broker_url(harness, "naive")},
-    )
+def peer_workers(harness: Harness, sender: str, app: str = "") -> Iterator[list[Process]]:
+    """The workers of a Celery peer, stopped on exit: the naive sender's one prefork worker (``-c 2``), or the
+    tuned peer's threads workers, as many as ours with as many threads each. ``app``: where Celery finds it."""
+    pool = ["prefork", "2"] if sender == "naive" else ["threads", str(get_settings().worker_concurrency)]
+    processes = 1 if sender == "naive" else OURS_PROCESSES
+    env = {"BENCH_BROKER_URL": broker_url(harness, sender), "BENCH_REDIS_URL": redis_url(harness, PEER_DBS[sender])}
+    workers = [
+        start_worker(
+            harness,
+            f"{sender}-{n}",
+            [str(BIN / "celery"), "-A", app or f"bench.{sender}", "worker", "--pool", pool[0], "--concurrency"]
+            + [pool[1], "--loglevel", "INFO", "--hostname", f"{sender}{n}@%h"],
+            env,
+        )
+        for n in range(processes)
+    ]
     try:
-        yield worker
+        yield workers
     finally:
-        harness.stop(worker)
+        for worker in workers:
+            harness.stop(worker)
+
+
+def peer_app(harness: Harness, sender: str) -> Any:
+    """A Celery peer's app in this process, on its own broker (``sender``: naive or tuned)."""
+    os.environ["BENCH_BROKER_URL"] = broker_url(harness, sender)
+    if sender == "naive":
+        import bench.naive
+
+        return bench.naive.app
+    import bench.tuned
+
+    return bench.tuned.app
 
 
 def naive_app(harness: Harness) -> Any:
     """The naive sender's Celery app in this process, on its own database."""
-    os.environ["BENCH_BROKER_URL"] = broker_url(harness, "naive")
-    import bench.naive
+    return peer_app(harness, "naive")
 
-    return bench.naive.app
+
+def register_peer(harness: Harness, sender: str, urls: list[str]) -> None:
+    """Replace a Celery peer's registry with one endpoint per URL (the secret every benchmark endpoint has)."""
+    client = harness.redis(PEER_DBS[sender])
+    client.delete(ENDPOINTS_KEY)
+    for start in range(0, len(urls), 1000):
+        client.rpush(ENDPOINTS_KEY, *(json.dumps([url, SECRET]) for url in urls[start : start + 1000]))
 
 
 def register(harness: Harness, urls: list[str]) -> list[str]:
@@ -191,13 +229,13 @@ def publish_one() -> str:
 ONE_EVENT = event_kwargs()
 
 
-def naive_filler(harness: Harness, url: str, count: int) -> Callable[[], object]:
-    """What fills the naive sender's queue with ``count`` deliveries to ``url`` as fast as its broker takes them,
+def peer_filler(harness: Harness, sender: str, url: str, count: int) -> Callable[[], object]:
+    """What fills a Celery peer's queue with ``count`` deliveries to ``url`` as fast as its broker takes them,
     so that its workers are measured, not its publisher: on Redis one push of Celery's own messages (built
     now), on RabbitMQ ``apply_async`` of each on one producer."""
     payloads = [body for _, body in bodies(count)]
     if harness.rabbitmq_urls:
-        task = naive_app(harness).tasks["naive.deliver"]
+        task = peer_app(harness, sender).tasks[f"{sender}.deliver"]
 
         def publish_all() -> None:
             with task.app.producer_or_acquire() as producer:
@@ -205,8 +243,8 @@ def naive_filler(harness: Harness, url: str, count: int) -> Callable[[], object]
                     task.apply_async((url, SECRET, body), producer=producer)
 
         return publish_all
-    messages = celery_messages(harness, [("naive.deliver", (url, SECRET, body), None) for body in payloads])
-    return lambda: harness.redis(NAIVE_DB).lpush(QUEUE, *messages)
+    messages = celery_messages(harness, [(f"{sender}.deliver", (url, SECRET, body), None) for body in payloads])
+    return lambda: harness.redis(PEER_DBS[sender]).lpush(QUEUE, *messages)
 
 
 def celery_messages(harness: Harness, calls: Sequence[tuple[str, tuple[Any, ...], str | None]]) -> list[bytes]:
@@ -223,38 +261,67 @@ def celery_messages(harness: Harness, calls: Sequence[tuple[str, tuple[Any, ...]
     return messages[::-1]  # LPUSH one by one, so the list holds the newest first
 
 
-def naive_publisher(harness: Harness, url: str) -> Callable[[str], object]:
-    """``delay()`` of one naive delivery of ``body``, as the naive host application publishes."""
-    task = naive_app(harness).tasks["naive.deliver"]
+def peer_publisher(harness: Harness, url: str, sender: str = "naive") -> Callable[[str], object]:
+    """``delay()`` of one delivery of ``body`` by a Celery peer, as its host application publishes."""
+    task = peer_app(harness, sender).tasks[f"{sender}.deliver"]
     return lambda body: task.delay(url, SECRET, body)
 
 
-@contextmanager
-def raw_clients(harness: Harness, url: str, count: int, threads: int) -> Iterator[list[Process]]:
+def peer_fanout(harness: Harness, sender: str) -> Callable[[str], object]:
+    """``delay()`` of a Celery peer's fan-out task for ``body``: one delivery per endpoint in its registry."""
+    task = peer_app(harness, sender).tasks[f"{sender}.fanout"]
+    return lambda body: task.delay(body)
+
+
+def raw_clients(harness: Harness, url: str, count: int, threads: int) -> AbstractContextManager[list[Process]]:
     """Two raw keep-alive client processes sending ``count`` requests between them; they start at once."""
-    share = [count // 2, count - count // 2]
-    clients = [
-        harness.start(
-            f"raw-{n}",
-            [sys.executable, "-u", "-m", "bench.raw", "--url", url, "--secret", SECRET, "--count", str(share[n])]
-            + ["--threads", str(threads)],
-        )
-        for n in range(2)
-    ]
+    argv = [sys.executable, "-u", "-m", "bench.raw", "--url", url, "--secret", SECRET, "--threads", str(threads)]
+    return clients(harness, "raw", [argv + ["--count", str(share)] for share in (count // 2, count - count // 2)])
+
+
+@contextmanager
+def clients(harness: Harness, name: str, argvs: list[list[str]]) -> Iterator[list[Process]]:
+    """Client processes started at once, one per ``argvs``; on exit, each waited for to finish."""
+    started = [harness.start(f"{name}-{n}", argv) for n, argv in enumerate(argvs)]
     try:
-        yield clients
+        yield started
     finally:
-        for client in clients:
+        for client in started:
             client.popen.wait(timeout=600)
             harness.stop(client)
 
 
+def limit_clients(
+    harness: Harness, events: int, label: str, endpoints: int = 1, delay_ms: int = 0, connections: int = 32
+) -> AbstractContextManager[list[Process]]:
+    """Two ``bench/limit.py`` processes with ``connections`` each: ``events`` to one endpoint split between
+    them, or each of ``events`` to every one of ``endpoints`` (theirs split between them); they start at once."""
+    argv = [sys.executable, "-u", "-m", "bench.limit", "--port", str(harness.receiver_port), "--secret", SECRET]
+    argv += ["--label", label, "--delay-ms", str(delay_ms), "--connections", str(connections)]
+    if endpoints == 1:
+        shares = [["--events", str(events // 2)], ["--events", str(events - events // 2)]]
+    else:
+        shares = [
+            ["--events", str(events), "--endpoints", str(endpoints), "--first", str(n), "--step", "2"] for n in (0, 1)
+        ]
+    return clients(harness, "limit", [argv + share for share in shares])
+
+
 def raw_started(client: Process) -> float:
-    """When a raw client began to send (Unix seconds), as it printed."""
-    match = re.search(r"^started (\S+)$", client.output(), re.MULTILINE)
+    """When a raw or limit client began to send (Unix seconds), as it printed."""
+    return float(printed(client, "started"))
+
+
+def client_cpu(client: Process) -> float:
+    """CPU seconds a raw or limit client spent sending, as it printed once done."""
+    return float(printed(client, "cpu"))
+
+
+def printed(client: Process, name: str) -> str:
+    match = re.search(rf"^{name} (\S+)$", client.output(), re.MULTILINE)
     if match is None:
-        raise BenchError(f"{client.name} did not say when it started:\n{client.output()[-3000:]}")
-    return float(match.group(1))
+        raise BenchError(f"{client.name} did not print its {name}:\n{client.output()[-3000:]}")
+    return match.group(1)
 
 
 def ready_on_rabbitmq(url: str) -> int:
@@ -278,15 +345,16 @@ def queues_empty(harness: Harness) -> bool:
     the inbox is in our store's database there)."""
     if any(ready_on_rabbitmq(url) for url in harness.rabbitmq_urls.values()):
         return False
-    client, naive, store = harness.redis(OURS_DB), harness.redis(NAIVE_DB), harness.redis(STORE_DB)
+    client, store = harness.redis(OURS_DB), harness.redis(STORE_DB)
+    peers = [harness.redis(db) for db in PEER_DBS.values()]
     return not any(
         [client.llen(QUEUE), client.hlen("unacked"), client.zcard(KEY_WAITING), client.llen(KEY_INBOX)]
-        + [client.exists(KEY_LEASE), naive.llen(QUEUE), naive.hlen("unacked")]
-        + [store.llen(KEY_INBOX), store.exists(KEY_LEASE)]
+        + [client.exists(KEY_LEASE), store.llen(KEY_INBOX), store.exists(KEY_LEASE)]
+        + [check for peer in peers for check in (peer.llen(QUEUE), peer.hlen("unacked"))]
     )
 
 
 def drop_queues(harness: Harness) -> None:
     """Throw away what a publish-only measurement queued (no worker runs then)."""
-    for db in (OURS_DB, NAIVE_DB, STORE_DB):
+    for db in (OURS_DB, STORE_DB, *PEER_DBS.values()):
         harness.redis(db).delete(QUEUE, KEY_INBOX, KEY_LEASE)
