@@ -23,7 +23,7 @@ from bench.report import Report
 from bench.scenarios import SCENARIOS, Plan, Results
 from bench.senders import conditions, use_ours_in_this_process
 from bench.table import RABBITMQ, rows
-from bench.targets import verdicts
+from bench.targets import unmeasured, verdicts
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results"
 BROKERS = ("redis", "rabbitmq", "both")
@@ -85,7 +85,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     with_rabbitmq = args.broker != "redis" and bool(on_rabbitmq)
     made = list(rows(results))
-    report = Report(made, command=command.strip(), conditions=conditions(with_rabbitmq), targets=verdicts(made))
+
+    def measured(key: str, baseline: str) -> bool:
+        return results.stat(key, "ours") is not None and (not baseline or results.stat(key, baseline) is not None)
+
+    targets = verdicts(made) + unmeasured(measured, rabbitmq=with_rabbitmq)
+    report = Report(made, command=command.strip(), conditions=conditions(with_rabbitmq), targets=targets)
     table, document = report.write(args.output)
     print(report.markdown())
     progress(f"wrote {table} and {document}")

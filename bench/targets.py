@@ -7,12 +7,12 @@ repetitions meets it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from bench.report import Row
 
-__all__ = ["TARGETS", "Target", "target_for", "verdicts"]
+__all__ = ["TARGETS", "Target", "target_for", "unmeasured", "verdicts"]
 
 #: What the measures of the run on RabbitMQ are prefixed with in the results.
 RABBITMQ = "RabbitMQ "
@@ -84,3 +84,16 @@ def verdicts(rows: Iterable[Row]) -> list[str]:
         verdict = "met" if row.met else "MISSED"
         lines.append(f"{row.scenario} {row.measure}{against}: {row.promise}: {verdict} ({figure})")
     return lines
+
+
+def unmeasured(measured: Callable[[str, str], bool], *, rabbitmq: bool) -> list[str]:
+    """One line per target whose row this run did not measure (``measured(key, baseline)`` says whether it
+    did): a promise is never left out of the table without a word."""
+    keys = [(target.measure, target) for target in TARGETS]
+    if rabbitmq:
+        keys += [(RABBITMQ + target.measure, target) for target in TARGETS if target.baseline in ON_RABBITMQ_TOO]
+    return [
+        f"{key}{f' beside {target.baseline}' if target.baseline else ''}: {target.promise}: NOT MEASURED in this run"
+        for key, target in keys
+        if not measured(key, target.baseline)
+    ]
