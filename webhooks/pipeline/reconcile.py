@@ -54,8 +54,8 @@ BATCH = 500
 #: Seconds between two heartbeats of a worker, and of silence after which it is taken for dead.
 HEARTBEAT_SECONDS = 5
 DEAD_AFTER_SECONDS = 3 * HEARTBEAT_SECONDS
-#: Seconds past the visibility timeout by which a dead worker's unacknowledged messages are back (kombu sweeps
-#: every two seconds).
+#: Seconds past the visibility timeout by which a dead worker's unacknowledged messages are back and attempted
+#: (the transport sweeps within a second of their timeout: ``queue/transport.py``).
 RESTORE_MARGIN_SECONDS = 4
 
 
