@@ -30,6 +30,7 @@ from typing import Any
 from kombu.transport import redis as kombu_redis
 from kombu.utils.json import dumps
 
+from webhooks.queue.chores import note_due
 from webhooks.queue.redis import KEY_WAITING, waiting_member
 
 __all__ = [
@@ -118,6 +119,7 @@ class Channel(kombu_redis.Channel):
         )
         with self.conn_or_acquire() as client:
             client.zadd(KEY_WAITING, {waiting_member(key, dumps(message)): due})
+        note_due(due)
 
 
 class Transport(kombu_redis.Transport):
