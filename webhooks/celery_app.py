@@ -6,10 +6,10 @@ receiver does not hold others' deliveries), no result backend (nothing reads res
 events on so Flower can show deliveries and retries.
 
 On Redis, retries wait in a sorted set (``queue/redis.py``), not unacknowledged in a worker, so the
-visibility timeout only has to outlast a running task: it is short, and kombu's sweep for messages
-unacknowledged longer than that runs every few seconds, so a killed worker's deliveries are sent by
-the others within a minute. On RabbitMQ, a lost connection returns them at once; queues are quorum
-queues and countdowns use Celery's native delayed delivery.
+visibility timeout only has to outlast a running task: it is short, and the transport's sweep for messages
+unacknowledged longer than that runs within a second of the oldest one's timeout (``queue/transport.py``),
+so a killed worker's deliveries are sent by the others within a minute. On RabbitMQ, a lost connection
+returns them at once; queues are quorum queues and countdowns use Celery's native delayed delivery.
 
 The pool is threads, 64 per process, by default: a delivery mostly waits on its receiver, and a
 thread waits for a fraction of a process's memory (README: Performance).
@@ -36,10 +36,9 @@ logger = logging.getLogger("webhooks.worker")
 
 #: Seconds a publish may spend reaching the broker before publish_event() gives up.
 BROKER_CONNECT_TIMEOUT_SECONDS = 3
-#: Seconds between kombu's sweeps for messages unacknowledged longer than the visibility timeout (Redis).
-UNACKED_RESTORE_INTERVAL_SECONDS = 2
-#: Seconds the lock of that sweep lasts if its holder dies (kombu's default, 300, would stop sweeps that long).
-UNACKED_MUTEX_EXPIRE_SECONDS = 10
+#: Seconds between kombu's calls of the sweep for messages unacknowledged longer than the visibility timeout
+#: (Redis); a call costs Redis nothing unless one can be past it (``queue/transport.py``).
+UNACKED_RESTORE_INTERVAL_SECONDS = 1
 
 
 def create_celery_app(settings: Settings) -> Celery:
@@ -49,7 +48,6 @@ def create_celery_app(settings: Settings) -> Celery:
         "visibility_timeout": settings.broker_visibility_timeout,
         "unacked_restore_interval": UNACKED_RESTORE_INTERVAL_SECONDS,
         "unacked_restore_throttle": 1,
-        "unacked_mutex_expire": UNACKED_MUTEX_EXPIRE_SECONDS,
         "socket_connect_timeout": BROKER_CONNECT_TIMEOUT_SECONDS,
         "socket_timeout": BROKER_CONNECT_TIMEOUT_SECONDS * 2,
     }

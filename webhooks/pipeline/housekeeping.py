@@ -1,8 +1,10 @@
-"""The worker's housekeeping thread: what no task does, done every RELEASE_INTERVAL_SECONDS in every worker.
+"""The worker's housekeeping thread: what no task does, done when it is due in every worker.
 
 It moves a Redis broker's due retries onto the queue and schedules a fan-out of the inbox whose task was lost
-(``Queue.housekeeping``), says this worker is alive and, when it is its turn or a dead worker's messages must be
-back, sends again the deliveries no message carries any more (``reconcile.py``).
+(``Queue.housekeeping``: one script, at the time it says or when a retry this process put waiting is due),
+says this worker is alive and looks for dead ones, and, when it is its turn or a dead worker's messages must be
+back, sends again the deliveries no message carries any more (``reconcile.py``). Between those times it only
+reads the clock, so an idle worker costs Redis a few commands a minute.
 """
 
 from __future__ import annotations
@@ -11,30 +13,37 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import redis
 from celery import Celery, bootsteps
+from celery.worker import state as worker_state
 from kombu.exceptions import OperationalError
 
 from webhooks.errors import WebhooksError
 from webhooks.log import open_delivery_log, store_client
 from webhooks.pipeline import reconcile
-from webhooks.queue import queue_for
-from webhooks.settings import get_settings
+from webhooks.queue import Queue, queue_for
+from webhooks.settings import Settings, get_settings
 
-__all__ = ["RELEASE_INTERVAL_SECONDS", "Housekeeping"]
+__all__ = ["BUSY_LOOK_SECONDS", "BUSY_SECONDS", "TICK_SECONDS", "Chores", "Housekeeping", "tasks_run"]
 
 logger = logging.getLogger("webhooks.worker")
 
-#: Seconds between two moves of due retries onto the queue, in each worker.
-RELEASE_INTERVAL_SECONDS = 0.5
+#: Seconds between two readings of the clock: how late a due chore may start.
+TICK_SECONDS = 0.5
+#: Most seconds between two of the queue's housekeeping while the worker runs tasks, and how long after its
+#: last task a worker counts as busy.
+BUSY_LOOK_SECONDS = 1.0
+BUSY_SECONDS = 10.0
 
 
 class Housekeeping(bootsteps.StartStopStep):
     """In every worker, a thread for the queue's housekeeping (a Redis broker's retries whose time has come onto
-    the queue; a fan-out of the inbox whose task was lost, wherever the inbox is), and, when it is this worker's
-    turn, the deliveries the log shows no message left to send (``pipeline/reconcile.py``)."""
+    the queue; a fan-out of the inbox whose task was lost, wherever the inbox is), this worker's heartbeat and,
+    when it is this worker's turn, the deliveries the log shows no message left to send
+    (``pipeline/reconcile.py``)."""
 
     requires = ("celery.worker.components:Pool",)  # started after a prefork pool has forked its children
 
@@ -44,39 +53,69 @@ class Housekeeping(bootsteps.StartStopStep):
         self._thread: threading.Thread | None = None
 
     def start(self, parent: Any) -> None:
-        self._thread = threading.Thread(
-            target=self._run, args=(parent.app, parent.hostname), name="release-due-retries"
-        )
+        self._thread = threading.Thread(target=self._run, args=(parent.app, parent.hostname), name="housekeeping")
         self._thread.daemon = True
         self._thread.start()
 
     def stop(self, parent: Any) -> None:
         self._stopping.set()
         if self._thread is not None:
-            self._thread.join(timeout=RELEASE_INTERVAL_SECONDS * 4)
+            self._thread.join(timeout=TICK_SECONDS * 4)
         try:
             reconcile.farewell(store_client(get_settings().store_url), parent.hostname)
         except redis.RedisError as exc:
             logger.warning("This worker's heartbeat could not be removed: %s", exc)
 
     def _run(self, app: Celery, worker: str) -> None:
-        queue, next_look, next_heartbeat, urgent_at = queue_for(app), time.monotonic(), time.monotonic(), math.inf
-        while not self._stopping.wait(RELEASE_INTERVAL_SECONDS):
+        chores = Chores(queue_for(app), worker)
+        while not self._stopping.wait(TICK_SECONDS):
             try:
-                if queue.needs_housekeeping:
-                    queue.housekeeping(time.time())
-                if time.monotonic() < min(next_look, next_heartbeat) and time.time() < urgent_at:
-                    continue
-                settings = get_settings()
-                store = store_client(settings.store_url)
-                if time.monotonic() >= next_heartbeat:
-                    next_heartbeat = time.monotonic() + reconcile.HEARTBEAT_SECONDS
-                    if (died_by := reconcile.heartbeat(store, worker, time.time())) is not None:
-                        urgent_at = reconcile.restored_by(settings, died_by)
-                urgent = time.time() >= urgent_at
-                if urgent or time.monotonic() >= next_look:
-                    next_look, urgent_at = time.monotonic() + reconcile.interval_seconds(settings), math.inf
-                    log = open_delivery_log(settings)
-                    reconcile.reconcile(settings, log, store, queue, time.time(), urgent=urgent)
+                chores.run(get_settings(), time.time())
             except (OperationalError, WebhooksError, redis.RedisError) as exc:  # an outage: keep trying
                 logger.warning("Due retries, the inbox and overdue deliveries cannot be looked after: %s", exc)
+
+
+def tasks_run() -> tuple[int, int]:
+    """How many tasks this worker has taken since it started, and how many run now."""
+    return worker_state.all_total_count[0], len(worker_state.active_requests)
+
+
+class Chores:
+    """When each chore of one worker is next due (Unix seconds), and doing those that are.
+
+    While the worker runs tasks (and BUSY_SECONDS after), the queue's housekeeping comes at least every
+    BUSY_LOOK_SECONDS: a fan-out task lost with another worker may then hold up the events published meanwhile,
+    and they must not wait for a look planned when the inbox was empty.
+    """
+
+    def __init__(self, queue: Queue, worker: str, activity: Callable[[], tuple[int, int]] = tasks_run) -> None:
+        self.queue, self.worker, self.activity = queue, worker, activity
+        self.queue_at = self.heartbeat_at = self.dead_at = self.look_at = self.busy_until = 0.0
+        self.urgent_at = math.inf
+        self.looked_at = -math.inf
+        self.seen = activity()
+
+    def run(self, settings: Settings, now: float) -> None:
+        """Do the chores due at ``now``; one that fails is tried again at the next tick."""
+        if (seen := self.activity()) != self.seen or seen[1]:
+            self.seen, self.busy_until = seen, now + BUSY_SECONDS
+        queue_at = min(self.queue_at, self.queue.due_soonest())
+        if now < self.busy_until:
+            queue_at = min(queue_at, self.looked_at + BUSY_LOOK_SECONDS)
+        if self.queue.needs_housekeeping and now >= queue_at:
+            self.queue_at = self.looked_at = now  # tried again at the next tick if it fails
+            self.queue_at = self.queue.housekeeping(now)
+        if now < min(self.heartbeat_at, self.dead_at, self.look_at, self.urgent_at):
+            return
+        store = store_client(settings.store_url)
+        if now >= self.heartbeat_at:
+            reconcile.heartbeat(store, self.worker, now)
+            self.heartbeat_at = now + reconcile.HEARTBEAT_SECONDS
+        if now >= self.dead_at:
+            if (died_by := reconcile.dead(store, now)) is not None:
+                self.urgent_at = reconcile.restored_by(settings, died_by)
+            self.dead_at = now + reconcile.LOOK_FOR_DEAD_SECONDS
+        urgent = now >= self.urgent_at
+        if urgent or now >= self.look_at:
+            reconcile.reconcile(settings, open_delivery_log(settings), store, self.queue, now, urgent=urgent)
+            self.look_at, self.urgent_at = now + reconcile.interval_seconds(settings), math.inf

@@ -9,14 +9,16 @@ enqueues each again as a ``webhooks.deliver`` with the attempts it has had: a re
 de-duplicates on the event id), never not at all. A delivery kept waiting that long by its endpoint's rate limit
 is sent again too; each is sent again once per that period at most.
 
-A worker's death is the common such fault, so workers also say they are alive (``heartbeat``). One silent for
-DEAD_AFTER_SECONDS is taken for dead, and what was pending when it was last heard of is looked for as soon as the
-broker must have handed its unacknowledged messages back (the visibility timeout), not a quarter of an hour later.
+A worker's death is the common such fault, so workers also say they are alive (``heartbeat``) and now and then
+look for those that stopped (``dead``). One silent for DEAD_AFTER_SECONDS is taken for dead, and what was
+pending when it was last heard of is looked for as soon as the broker must have handed its unacknowledged
+messages back (the visibility timeout), not a quarter of an hour later.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import redis
 
@@ -32,6 +34,8 @@ __all__ = [
     "KEY_FAULT",
     "KEY_LEASE",
     "KEY_WORKERS",
+    "LOOK_FOR_DEAD_SECONDS",
+    "dead",
     "farewell",
     "heartbeat",
     "interval_seconds",
@@ -54,8 +58,11 @@ BATCH = 500
 #: Seconds between two heartbeats of a worker, and of silence after which it is taken for dead.
 HEARTBEAT_SECONDS = 5
 DEAD_AFTER_SECONDS = 3 * HEARTBEAT_SECONDS
-#: Seconds past the visibility timeout by which a dead worker's unacknowledged messages are back (kombu sweeps
-#: every two seconds).
+#: Seconds between two looks of a worker for dead ones: the look only has to come before their messages are
+#: back (``restored_by``), which is reckoned from when they died, not from when they were found dead.
+LOOK_FOR_DEAD_SECONDS = 6 * HEARTBEAT_SECONDS
+#: Seconds past the visibility timeout by which a dead worker's unacknowledged messages are back and attempted
+#: (the transport sweeps within a second of their timeout: ``queue/transport.py``).
 RESTORE_MARGIN_SECONDS = 4
 
 
@@ -64,13 +71,17 @@ def interval_seconds(settings: Settings) -> float:
     return min(INTERVAL_MAX_SECONDS, settings.reconcile_after_seconds / 4)
 
 
-def heartbeat(store: redis.Redis, worker: str, now: float) -> float | None:
-    """Say that ``worker`` is alive, and take the workers silent for DEAD_AFTER_SECONDS for dead: return (and
-    keep in ``KEY_FAULT``) the latest time one of them may have died, or None when none did."""
-    with store.pipeline(transaction=False) as pipe:
-        pipe.zadd(KEY_WORKERS, {worker: now})
-        pipe.zrangebyscore(KEY_WORKERS, "-inf", now - DEAD_AFTER_SECONDS, withscores=True)
-        _, silent = pipe.execute()
+def heartbeat(store: redis.Redis, worker: str, now: float) -> None:
+    """Say that ``worker`` is alive."""
+    store.zadd(KEY_WORKERS, {worker: now})
+
+
+def dead(store: redis.Redis, now: float) -> float | None:
+    """Take the workers silent for DEAD_AFTER_SECONDS for dead: return (and keep in ``KEY_FAULT``) the latest
+    time one of them may have died, or None when none did."""
+    silent: list[Any] = store.zrangebyscore(  # (name, last heard of)
+        KEY_WORKERS, "-inf", now - DEAD_AFTER_SECONDS, withscores=True
+    )
     if not silent:
         return None
     died_by = max(float(at) for _, at in silent) + HEARTBEAT_SECONDS + 1  # it would have spoken by then

@@ -8,6 +8,7 @@ from the broker URL. :class:`~webhooks.queue.redis.RedisQueue` is the fast path 
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -129,7 +130,7 @@ class Queue(ABC):
     """Every write to the broker. Methods raise kombu's ``OperationalError`` when the broker cannot be reached,
     as Celery's own ``apply_async`` does, so callers (and the fan-out tasks' autoretry) handle one error."""
 
-    #: Whether workers must call :meth:`housekeeping` every RELEASE_INTERVAL_SECONDS.
+    #: Whether workers must call :meth:`housekeeping` (at the latest when it says).
     needs_housekeeping = False
 
     def __init__(self, app: Celery) -> None:
@@ -161,8 +162,15 @@ class Queue(ABC):
         not ours to read."""
         return None
 
-    def housekeeping(self, now: float) -> None:  # noqa: B027  # most brokers have none
-        """The broker-side chores every worker shares (releasing due retries, a lost fan-out's events)."""
+    def housekeeping(self, now: float) -> float:
+        """The broker-side chores every worker shares (releasing due retries, a lost fan-out's events); return
+        when (Unix seconds) they must be done again at the latest."""
+        return math.inf
+
+    def due_soonest(self) -> float:
+        """When a retry this process put in waiting since the last :meth:`housekeeping` is due (Unix seconds;
+        infinity: none), so that its worker does the chores then."""
+        return math.inf
 
 
 @contextmanager

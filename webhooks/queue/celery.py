@@ -22,7 +22,7 @@ import redis
 from celery import Celery
 from kombu.exceptions import OperationalError
 
-from webhooks.queue import inbox
+from webhooks.queue import chores, inbox
 from webhooks.queue.base import FANOUT_INBOX_TASK, Claimed, Queue, TaskCall, reachable
 
 __all__ = ["CeleryQueue"]
@@ -63,8 +63,15 @@ class CeleryQueue(Queue):
             return
         ((name, event_id, body),) = events
         with reachable():
-            if inbox.append(self.inbox_client, name, event_id, body) == 1:
+            waiting, leased = inbox.append(self.inbox_client, name, event_id, body)
+            if self._fanout_wanted(waiting, leased):
                 self._schedule_fanout(inbox.ENSURE)
+
+    def _fanout_wanted(self, waiting: int, leased: bool) -> bool:
+        """Whether a publish that left ``waiting`` events schedules a fan-out: for the first only, since the
+        task is then sent apart, and a send to a broker that is down would hold up every publish; a lease lapsed
+        with its task is the workers' housekeeping's to replace."""
+        return waiting == 1
 
     def claim(self, task_id: str, count: int) -> Claimed | None:
         if self.inbox_client is None:
@@ -83,10 +90,19 @@ class CeleryQueue(Queue):
     def done(self, task_id: str, taken: int) -> int:
         return 0 if self.inbox_client is None else self._schedule_fanout(inbox.DONE, task_id, taken)
 
-    def housekeeping(self, now: float) -> None:
-        """Schedule a fan-out of the inbox if its task was lost (or never sent)."""
-        if self.inbox_client is not None:
+    def housekeeping(self, now: float) -> float:
+        """Schedule a fan-out of the inbox if its task was lost (or never sent); return when to look again."""
+        if self.inbox_client is None:
+            return math.inf
+        with reachable():
+            found = self._look(now)
+        if found.fanout_lost:
             self._schedule_fanout(inbox.ENSURE)
+        return found.next_at(now)
+
+    def _look(self, now: float) -> chores.Look:
+        assert self.inbox_client is not None
+        return chores.look(self.inbox_client, now)
 
     def _schedule_fanout(self, script: str, *args: str | int) -> int:
         """Run an inbox script that may lease the inbox to a new ``webhooks.fanout_inbox``, then send that task.

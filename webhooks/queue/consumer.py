@@ -1,5 +1,10 @@
-"""The worker's consumer: it reconnects to a broker that is back within a second, and on RabbitMQ its task
-events are published without waiting for the broker's confirm.
+"""The worker's consumer: it reconnects to a broker that is back within a second, sends Flower's heartbeat
+every EVENT_HEARTBEAT_SECONDS, and on RabbitMQ its task events are published without waiting for the broker's
+confirm.
+
+Celery's worker sends a ``worker-heartbeat`` event every 2 seconds, a Redis command each (30 a minute) that an
+idle worker need not cost: the event carries its period, and Flower takes a worker for offline only after two
+periods without one (a worker stopping cleanly says so at once). ``--heartbeat-interval`` still sets it.
 
 Celery waits 2, 4, 6... up to 30 seconds between its tries to reach a broker that went away, so a broker back
 after ten seconds of outage could wait eight more before any worker takes a task again. Ours tries every
@@ -19,19 +24,29 @@ pool, one connection per thread, which nothing else reads.
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 from celery.worker.consumer import Consumer as CeleryConsumer
 from kombu import Connection
 
-__all__ = ["RECONNECT_INTERVAL_SECONDS", "Consumer"]
+__all__ = ["EVENT_HEARTBEAT_SECONDS", "RECONNECT_INTERVAL_SECONDS", "Consumer"]
 
 #: Seconds between two tries to reach the broker again.
 RECONNECT_INTERVAL_SECONDS = 1
+#: Seconds between two ``worker-heartbeat`` events (Celery's default: 2); below kombu's health check interval
+#: (25 s), so that redis-py sends no PING before each.
+EVENT_HEARTBEAT_SECONDS = 20.0
 
 
 class Consumer(CeleryConsumer):
     """Celery's consumer, reconnecting every RECONNECT_INTERVAL_SECONDS, whose connection for writing (Celery
     opens it for the event dispatcher alone) does not wait for publisher confirms."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        options = kwargs["worker_options"] = dict(kwargs.get("worker_options") or {})
+        if options.get("heartbeat_interval") is None:  # not given on the command line
+            options["heartbeat_interval"] = EVENT_HEARTBEAT_SECONDS
+        super().__init__(*args, **kwargs)
 
     def ensure_connected(self, conn: Connection) -> Connection:
         # Celery's own ensure_connected passes no intervals to kombu's ensure_connection: give them here.

@@ -11,12 +11,14 @@ Nothing accepted is lost. One task at a time holds the inbox's lease (its task i
 it reads events without removing them and removes them only after their deliveries are enqueued,
 and only while it still holds the lease; when it is done it hands the lease to a new task if events
 wait. The lease is short and renewed by its holder while it runs (``renewing``), so a task lost with
-its worker lets it lapse within LEASE_SECONDS, and every worker's housekeeping
-(``CeleryQueue.housekeeping``, twice a second) then schedules a new one, which fans out the events
-the lost one had not removed: they may reach receivers twice (deduplicate on the event id), never not
-at all, and the other workers' events wait seconds, not a minute. The same housekeeping covers a
-publisher that died between its two round trips, a task that waited in the queue past its lease (it
-then finds the lease taken, and does nothing), and a fan-out retried after a registry outage.
+its worker lets it lapse within LEASE_SECONDS, and then a worker's housekeeping (``CeleryQueue.housekeeping``:
+just after the lease could lapse when its last look saw events waiting, every second while the worker runs
+tasks, else within ``chores.LOOK_EVERY_SECONDS``) or, on a Redis broker, the next ``publish_event()`` (which
+asks whether a task holds the lease as it appends) schedules a new one, which fans out the events the lost one had not
+removed: they may reach receivers twice (deduplicate on the event id), never not at all, and the other
+workers' events wait seconds, not a minute. The same housekeeping covers a publisher that died between its
+two round trips, a task that waited in the queue past its lease (it then finds the lease taken, and does
+nothing), and a fan-out retried after a registry outage.
 
 Where the inbox lives: on a Redis broker, in the broker, and a script that leases the inbox to a new task
 also pushes that task's message to the head of the queue, in the same step. On any other broker (RabbitMQ)
@@ -101,9 +103,14 @@ return redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[3]) - 1)
 """
 
 
-def append(client: redis.Redis, name: str, event_id: str, body: str) -> int:
-    """Append one event to the inbox; return how many wait now (1: the caller schedules a fan-out)."""
-    return int(client.rpush(KEY_INBOX, json.dumps([name, event_id, body])))
+def append(client: redis.Redis, name: str, event_id: str, body: str) -> tuple[int, bool]:
+    """Append one event to the inbox; return how many wait now and whether a fan-out task holds the lease
+    (asked in the same round trip): with 1 or without a lease, the caller may schedule a fan-out."""
+    with client.pipeline(transaction=False) as pipe:
+        pipe.rpush(KEY_INBOX, json.dumps([name, event_id, body]))
+        pipe.exists(KEY_LEASE)
+        waiting, leased = pipe.execute()
+    return int(waiting), bool(leased)
 
 
 def claim(client: redis.Redis, task_id: str, count: int) -> Claimed | None:
@@ -113,7 +120,7 @@ def claim(client: redis.Redis, task_id: str, count: int) -> Claimed | None:
     An entry that is not an event (written by something else, or by a version of this module that wrote
     another shape) is logged and taken with the others, so that it cannot stop the inbox.
     """
-    entries: list[bytes] | None = _script(client, _CLAIM)(
+    entries: list[bytes] | None = registered(client, _CLAIM)(
         keys=[KEY_INBOX, KEY_LEASE], args=[task_id, LEASE_SECONDS, count]
     )
     if entries is None:
@@ -149,7 +156,7 @@ def renewing(client: redis.Redis, task_id: str) -> Iterator[None]:
     def renew() -> None:
         while not stop.wait(RENEW_INTERVAL_SECONDS):
             try:
-                _script(client, _RENEW)(keys=[KEY_LEASE], args=[task_id, LEASE_SECONDS])
+                registered(client, _RENEW)(keys=[KEY_LEASE], args=[task_id, LEASE_SECONDS])
             except redis.RedisError as exc:
                 logger.warning("The inbox's lease of task %s could not be renewed: %s", task_id, exc)
 
@@ -183,11 +190,11 @@ def run_scheduling(
     """Run ENSURE or DONE; above 0 when it leased the inbox to task ``task_id``. On a Redis broker (``queue``
     and the task's ``message`` given) the script has also pushed that message to the head of ``queue``."""
     keys = [KEY_INBOX, KEY_LEASE, *([queue] if queue else [])]
-    waiting: int = _script(client, script)(keys=keys, args=[task_id, message, LEASE_SECONDS, *args])
+    waiting: int = registered(client, script)(keys=keys, args=[task_id, message, LEASE_SECONDS, *args])
     return waiting
 
 
 @cache
-def _script(client: redis.Redis, script: str) -> Any:
+def registered(client: redis.Redis, script: str) -> Any:
     """The script registered on ``client`` (EVALSHA, loading it the first time)."""
     return client.register_script(script)

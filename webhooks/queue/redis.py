@@ -10,8 +10,8 @@ router names); when something needs Celery's per-message hooks (``task_send_sent
 receiver of ``before_task_publish``/``after_task_publish``), messages go through Celery instead.
 
 A message due later (a retry: ours, or Celery's own from autoretry through ``transport.py``) waits in
-the sorted set KEY_WAITING scored by when it is due, not in a worker's memory, and every worker moves
-the due ones onto their lists twice a second (``housekeeping``; atomic in Redis, so never twice).
+the sorted set KEY_WAITING scored by when it is due, not in a worker's memory, and workers move the due
+ones onto their lists when they are due (``housekeeping``, ``chores.py``; atomic in Redis, so never twice).
 A worker killed mid-task therefore holds nothing but the messages it was running, and kombu's
 visibility timeout (``settings.py``) can be short enough to bring those back within a minute.
 """
@@ -27,7 +27,7 @@ from celery.signals import after_task_publish, before_task_publish
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from webhooks.queue import inbox
+from webhooks.queue import chores, inbox
 from webhooks.queue.base import FANOUT_INBOX_TASK, Depths, TaskCall, reachable
 from webhooks.queue.celery import CeleryQueue
 from webhooks.queue.messages import task_message
@@ -44,19 +44,6 @@ RELEASE_BATCH = 1000
 #: Seconds to reach the broker and then for each answer: a dead broker fails a publish fast.
 CONNECT_TIMEOUT_SECONDS = 3
 SOCKET_TIMEOUT_SECONDS = 6
-
-#: KEYS: the waiting set. ARGV: now, how many at most. Moves what is due to its list; returns how many.
-_RELEASE_DUE = """
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
-for _, member in ipairs(due) do
-    local at = string.find(member, '\\n', 1, true)
-    redis.call('LPUSH', string.sub(member, 1, at - 1), string.sub(member, at + 1))
-end
-if #due > 0 then
-    redis.call('ZREM', KEYS[1], unpack(due))
-end
-return #due
-"""
 
 
 def waiting_member(list_key: str, message: bytes | str) -> bytes:
@@ -99,12 +86,21 @@ class RedisQueue(CeleryQueue):
                 if later:
                     pipe.zadd(KEY_WAITING, later)
                 pipe.execute()
+        if later:
+            chores.note_due(min(later.values()))
 
-    def housekeeping(self, now: float) -> None:
-        """Move due retries onto their lists, and schedule a fan-out of the inbox if its task was lost."""
-        with reachable():
-            self.client.eval(_RELEASE_DUE, 1, KEY_WAITING, now, RELEASE_BATCH)
-        super().housekeeping(now)
+    def _fanout_wanted(self, waiting: int, leased: bool) -> bool:
+        """For the first event, and for any while no task holds the lease (its task lost with its worker): the
+        script pushes the task in the step that leases the inbox to it, so there is no send to fail or wait."""
+        return waiting == 1 or not leased
+
+    def due_soonest(self) -> float:
+        return chores.noted()
+
+    def _look(self, now: float) -> chores.Look:
+        """Move due retries onto their lists, and look at the inbox, in one step."""
+        chores.take_noted()  # the look sees every retry put in waiting before it
+        return chores.look(self.client, now, KEY_WAITING, RELEASE_BATCH)
 
     def depths(self, now: float) -> Depths:
         """The default queue's length, the waiting retries and the inbox, in one round trip."""

@@ -1,4 +1,5 @@
-"""kombu's Redis transport, keeping one redis-py client per channel instead of building one per command.
+"""kombu's Redis transport, keeping one redis-py client per channel instead of building one per command, and
+costing an idle worker a few commands a minute.
 
 kombu builds a new ``redis.Redis`` around its channel's connection pool for every publish, every
 acknowledgement and every unacknowledged-message record (``Channel._create_client``), about 75 µs
@@ -21,12 +22,21 @@ reconnects, and those messages come back after the visibility timeout.
 kombu takes a message off its list (BRPOP) and records it as unacknowledged in a second round trip. When
 Redis dies between the two, the message is in neither place: the process keeps it (``QoS.append``) and the
 next channel it opens puts it back on its queue.
+
+Idle, kombu's transport asks Redis for work every second (BRPOP's timeout) and sweeps for messages
+unacknowledged past the visibility timeout every few seconds under a lock (five commands a sweep). Here
+BRPOP waits BRPOP_TIMEOUT_SECONDS (a message pushed meanwhile is still taken at once), and the sweep
+(``QoS.restore_visible``) reads the oldest unacknowledged messages and runs again when the oldest of them
+can be past the timeout, or SWEEP_EVERY_SECONDS later if none waits: a dead worker's messages come back within
+a second of their timeout, for one command every SWEEP_EVERY_SECONDS when idle. kombu's sweep of stale binding
+tables (four commands a minute on each channel) runs every BINDING_SWEEP_SECONDS.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from datetime import datetime
 from typing import Any
 
@@ -34,7 +44,30 @@ import redis
 from kombu.transport import redis as kombu_redis
 from kombu.utils.json import dumps
 
+from webhooks.queue.chores import note_due
 from webhooks.queue.redis import KEY_WAITING, waiting_member
+
+__all__ = [
+    "BINDING_SWEEP_SECONDS",
+    "BRPOP_TIMEOUT_SECONDS",
+    "SWEEP_BATCH",
+    "SWEEP_EVERY_SECONDS",
+    "Channel",
+    "QoS",
+    "Transport",
+]
+
+#: Seconds a worker's BRPOP waits for a message before asking again (kombu's: 1). Below kombu's health check
+#: interval (25 s), so that redis-py sends no PING before each BRPOP.
+BRPOP_TIMEOUT_SECONDS = 20
+#: Most seconds between two sweeps for messages unacknowledged past the visibility timeout, when none waits.
+SWEEP_EVERY_SECONDS = 15.0
+#: The oldest unacknowledged messages one sweep reads.
+SWEEP_BATCH = 100
+#: Most seconds between two sweeps of kombu's binding tables that no consumer refreshed in time (kombu: 60):
+#: the tables of stopped workers' remote-control queues, garbage that can wait.
+BINDING_SWEEP_SECONDS = 600.0
+
 
 logger = logging.getLogger("webhooks.queue")
 
@@ -45,7 +78,33 @@ _unrecorded_lock = threading.Lock()
 
 
 class QoS(kombu_redis.QoS):
-    """kombu's acknowledgement emulation, keeping a message it took but could not record."""
+    """kombu's acknowledgement emulation, keeping a message it took but could not record, whose sweep runs when
+    a message can be past the visibility timeout.
+
+    kombu's sweep takes a lock so that two workers do not both read the index; restoring a message is a
+    transaction that watches the unacknowledged hash, so one restored twice at once is pushed once. The lock
+    costs four commands a sweep, the index one: here every worker reads the index, without the lock.
+    """
+
+    _next_sweep = 0.0  # time.monotonic() of the next sweep
+
+    def restore_visible(self, start: int = 0, num: int | None = 10, interval: int = 10) -> None:
+        if time.monotonic() < self._next_sweep:
+            return
+        visibility_timeout = float(self.visibility_timeout)
+        now = time.time()
+        with self.channel.conn_or_acquire() as client:  # type: ignore[attr-defined]  # not in kombu's stubs
+            oldest = client.zrange(self.unacked_index_key, 0, SWEEP_BATCH - 1, withscores=True)
+            later = [score for _, score in oldest if score + visibility_timeout > now]
+            for tag, score in oldest:
+                if score + visibility_timeout <= now:
+                    self.restore_by_tag(tag, client)
+        wait = min(SWEEP_EVERY_SECONDS, visibility_timeout / 3)
+        if later:
+            wait = min(wait, min(later) + visibility_timeout - now)
+        elif len(oldest) == SWEEP_BATCH:
+            wait = 0  # more may be past it
+        self._next_sweep = time.monotonic() + wait
 
     def append(self, message: Any, delivery_tag: str) -> None:
         try:
@@ -62,6 +121,7 @@ class Channel(kombu_redis.Channel):
 
     QoS = QoS
     _cached_client: Any = None
+    _next_binding_sweep = 0.0  # time.monotonic() of the next sweep of binding tables
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -97,6 +157,14 @@ class Channel(kombu_redis.Channel):
             raise redis.ConnectionError("The broker connection of this channel is closed.")
         return super()._get_pool(asynchronous=asynchronous)  # type: ignore[misc]  # not in kombu's stubs
 
+    def sweep_bindings(self, limit: int = 100) -> int:
+        now = time.monotonic()
+        if now < self._next_binding_sweep:
+            return 0
+        self._next_binding_sweep = now + BINDING_SWEEP_SECONDS
+        swept: int = super().sweep_bindings(limit)  # type: ignore[misc]  # not in kombu's stubs
+        return swept
+
     def _put(self, queue: str, message: dict[str, Any], **kwargs: Any) -> None:
         eta = (message.get("headers") or {}).get("eta")
         if not eta:
@@ -108,9 +176,12 @@ class Channel(kombu_redis.Channel):
         )
         with self.conn_or_acquire() as client:
             client.zadd(KEY_WAITING, {waiting_member(key, dumps(message)): due})
+        note_due(due)
 
 
 class Transport(kombu_redis.Transport):
-    """``broker_transport = "webhooks.queue.transport:Transport"``: kombu's Redis transport with :class:`Channel`."""
+    """``broker_transport = "webhooks.queue.transport:Transport"``: kombu's Redis transport with :class:`Channel`,
+    waiting BRPOP_TIMEOUT_SECONDS for a message."""
 
     Channel = Channel
+    brpop_timeout = BRPOP_TIMEOUT_SECONDS

@@ -55,11 +55,14 @@ def test_a_worker_silent_too_long_is_taken_for_dead_and_its_pending_deliveries_a
     log, store, redis_queue, enqueued
 ):
     now = log._clock()
-    assert reconcile.heartbeat(store, "victim@host", now) is None
+    reconcile.heartbeat(store, "victim@host", now)
     log.enqueued([FannedOut("evt_held", "user_created", BODY, ["crm"])])  # popped by the victim, then lost with it
-    assert reconcile.heartbeat(store, "survivor@host", now + reconcile.DEAD_AFTER_SECONDS - 1) is None
-    died_by = reconcile.heartbeat(store, "survivor@host", now + reconcile.DEAD_AFTER_SECONDS + 1)
+    reconcile.heartbeat(store, "survivor@host", now + reconcile.DEAD_AFTER_SECONDS - 1)
+    assert reconcile.dead(store, now + reconcile.DEAD_AFTER_SECONDS - 1) is None
+    reconcile.heartbeat(store, "survivor@host", now + reconcile.DEAD_AFTER_SECONDS + 1)
+    died_by = reconcile.dead(store, now + reconcile.DEAD_AFTER_SECONDS + 1)
     assert died_by == now + reconcile.HEARTBEAT_SECONDS + 1
+    assert reconcile.dead(store, now + reconcile.DEAD_AFTER_SECONDS + 2) is None  # found dead once
     assert store.zrange(reconcile.KEY_WORKERS, 0, -1) == ["survivor@host"]
     back = reconcile.restored_by(SETTINGS, died_by)
     assert back == died_by + SETTINGS.broker_visibility_timeout + reconcile.RESTORE_MARGIN_SECONDS
@@ -73,4 +76,15 @@ def test_a_worker_silent_too_long_is_taken_for_dead_and_its_pending_deliveries_a
 def test_a_worker_that_stops_cleanly_is_not_taken_for_dead(store):
     reconcile.heartbeat(store, "leaving@host", 0.0)
     reconcile.farewell(store, "leaving@host")
-    assert reconcile.heartbeat(store, "other@host", 1000.0) is None
+    reconcile.heartbeat(store, "other@host", 1000.0)
+    assert reconcile.dead(store, 1000.0) is None
+
+
+def test_a_dead_worker_is_found_before_its_messages_must_be_back_and_they_are_back_within_a_minute():
+    # The worst case: the worker spoke just before it died. It is found dead by another's next look at the latest,
+    # and what it lost is looked for by the time its messages are back and attempted: within a minute of the kill.
+    settings = Settings(broker_url="redis://127.0.0.1:1/0")
+    killed = 1000.0
+    died_by = killed + reconcile.HEARTBEAT_SECONDS + 1  # what dead() reckons from the last heartbeat, at the kill
+    found_by = killed + reconcile.DEAD_AFTER_SECONDS + reconcile.LOOK_FOR_DEAD_SECONDS
+    assert found_by < reconcile.restored_by(settings, died_by) < killed + 60

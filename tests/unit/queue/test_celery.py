@@ -134,3 +134,12 @@ def test_on_another_broker_the_inbox_is_in_the_store_when_the_store_is_redis(mon
         assert type(queue) is CeleryQueue and (queue.inbox_client is not None) is inbox
     finally:
         queue_module._queue.cache_clear()
+
+
+def test_with_the_inbox_in_the_store_a_lapsed_lease_is_left_to_the_workers_not_to_the_next_publish(inbox_queue):
+    inbox_queue.publish([("user_created", "evt_1", "{}")])
+    inbox_queue.inbox_client.delete(KEY_LEASE)  # its task was lost with its worker
+    inbox_queue.publish([("user_created", "evt_2", "{}")])  # no send to a broker that may be down
+    assert len(inbox_queue.sent) == 1
+    inbox_queue.housekeeping(now=time.time())
+    assert len(inbox_queue.sent) == 2

@@ -1,12 +1,15 @@
-"""The worker's consumer tries a broker that went away again every second."""
+"""The worker's consumer tries a broker that went away again every second, and sends Flower's heartbeat seldom."""
 
 from __future__ import annotations
 
+import pytest
+from celery.worker.consumer import Consumer as CeleryConsumer
 from kombu import Connection
+from kombu.transport.redis import DEFAULT_HEALTH_CHECK_INTERVAL
 from kombu.utils.imports import symbol_by_name
 
 from webhooks.celery_app import create_celery_app
-from webhooks.queue.consumer import RECONNECT_INTERVAL_SECONDS
+from webhooks.queue.consumer import EVENT_HEARTBEAT_SECONDS, RECONNECT_INTERVAL_SECONDS, Consumer
 from webhooks.settings import Settings
 
 
@@ -30,3 +33,13 @@ def test_a_worker_tries_the_broker_again_every_second_not_after_ever_longer_wait
         RECONNECT_INTERVAL_SECONDS,
     )
     assert RECONNECT_INTERVAL_SECONDS <= 1
+
+
+@pytest.mark.parametrize(("given", "interval"), [(None, EVENT_HEARTBEAT_SECONDS), (5.0, 5.0)])
+def test_flowers_heartbeat_comes_seldom_unless_the_command_line_says(monkeypatch, given, interval):
+    passed = {}
+    monkeypatch.setattr(CeleryConsumer, "__init__", lambda self, *args, **kwargs: passed.update(kwargs))
+    Consumer(lambda *_: None, worker_options={"heartbeat_interval": given, "other": 1})
+    assert passed["worker_options"] == {"heartbeat_interval": interval, "other": 1}
+    # Seldom, yet below kombu's health check interval, so that no PING precedes each event.
+    assert 10 <= EVENT_HEARTBEAT_SECONDS < DEFAULT_HEALTH_CHECK_INTERVAL

@@ -190,3 +190,13 @@ def test_an_entry_that_is_not_an_event_is_logged_and_taken_with_the_others(broke
     assert broker.llen(KEY_INBOX) == 0 and not broker.exists(KEY_LEASE)
     dropped = [record.getMessage() for record in caplog.records if record.name == "webhooks.inbox"]
     assert len(dropped) == 5 and all("is not an event [name, id, body], so it is dropped" in m for m in dropped)
+
+
+def test_an_event_published_after_the_lease_lapsed_with_its_task_schedules_a_new_fanout_task(broker, redis_queue):
+    publish(1)
+    broker.delete(KEY_LEASE, "celery")  # the task was lost with its worker and its lease expired; one event waits
+    publish(1)  # the second in the inbox: no worker's look is needed for a task to be scheduled
+    (task,) = queued(broker)
+    assert (task["task"], task["id"]) == ("webhooks.fanout_inbox", lease(broker))
+    publish(1)  # a task holds the lease: no other
+    assert len(queued(broker)) == 1
