@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo
 import pytest
 import redis
 
+from tests.attempts import write_attempt
 from tests.integration.conftest import BIN, Worker, service_env, settings_page
 from tests.servers import free_port
 from tests.waiting import wait_until
@@ -338,7 +339,7 @@ def test_16_a_retry_past_its_due_time_reads_due_not_next_retry_ago(console, redi
     log = DeliveryLog(redis.Redis.from_url(redis_server.url, decode_responses=True))
     late = datetime.now(UTC) - timedelta(minutes=5)
     attempt = Attempt(1, late - timedelta(minutes=1), "retry", 3.0, status_code=503, next_retry_at=late)
-    log.record_attempt("evt_late", console.ids["down"], "{}", "user_created", attempt, State.RETRYING)
+    write_attempt(log, "evt_late", console.ids["down"], "{}", "user_created", attempt, State.RETRYING)
     page = console.pages[400]
     page.goto(f"{console.url}/deliveries/evt_late@{console.ids['down']}")
     line = page.inner_text("#attempts summary")

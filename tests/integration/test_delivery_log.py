@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 import pytest
 import redis
 
+from tests.attempts import write_attempt
 from tests.integration.conftest import BIN, publish, service_env, write_registry
 from tests.receiver import Behaviour, Receiver
 from tests.servers import RedisServer
@@ -165,7 +166,7 @@ def test_every_query_costs_two_round_trips_at_50_000_records(redis_server: Redis
             [("delivered", State.DELIVERED), ("retry", State.RETRYING), ("retry", State.FAILED)], start=1
         ):
             attempt = Attempt(number * 10 if state is State.FAILED else number, at, outcome, 5.0, status_code=500)
-            log.record_attempt(f"evt_{number}", endpoints[n], "{}", kinds[number % 3], attempt, state)
+            write_attempt(log, f"evt_{number}", endpoints[n], "{}", kinds[number % 3], attempt, state)
     assert len(log) == 50_000
     middle = datetime.fromtimestamp(1_800_000_000 + 25 * 60, UTC)
     queries = [

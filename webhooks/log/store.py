@@ -106,7 +106,7 @@ end
 return redis.call('ZCARD', KEYS[1])
 """
 
-#: DeliveryLog.record_attempt(s), run in Redis: one command per attempt, where a MULTI/EXEC pipeline of sixteen
+#: DeliveryLog.record_attempts, run in Redis: one command per attempt, where a MULTI/EXEC pipeline of sixteen
 #: cost the worker a fifth of its time per delivery in redis-py's packing and parsing. KEYS: the delivery
 #: hash, its attempts list, the index of all deliveries, the endpoint's index, the endpoint's last attempt,
 #: its counts for this hour, the event kind's index, the event id's index, then the index of each state.
@@ -274,12 +274,6 @@ class DeliveryLog:
         now = self._clock()
         count = self._run(self._list_pending, [self._pending_script_input(event, now) for event in events])
         self._trim_if_full(int(count))
-
-    def record_attempt(
-        self, event_id: str, endpoint_id: str, body: str, event_name: str, attempt: Attempt, state: State
-    ) -> None:
-        """Store one attempt and the state it led to (``records.state_after``), in one round trip."""
-        self.record_attempts([AttemptRecord(event_id, endpoint_id, event_name, body, attempt, state)])
 
     def record_attempts(self, records: Sequence[AttemptRecord]) -> None:
         """Store attempts (a batch task's) and the states they led to, in one round trip for all of them."""

@@ -85,10 +85,6 @@ class AttemptResult:
     #: Seconds a 429 or 503 asked for in ``Retry-After`` (``health.retry_after_seconds``).
     retry_after_seconds: float | None = None
 
-    def describe(self) -> str:
-        """``HTTP 503`` or the error, for log lines and retry reasons."""
-        return f"HTTP {self.status_code}" if self.status_code is not None else str(self.error)
-
 
 def new_session(settings: Settings) -> requests.Session:
     """A keep-alive session that never follows redirects and connects only to addresses the policy permits.

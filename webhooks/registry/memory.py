@@ -22,11 +22,6 @@ class MemoryRegistry:
             raise DuplicateEndpointError(f"An endpoint with id {endpoint.id!r} exists already.")
         self._endpoints[endpoint.id] = endpoint
 
-    def replace(self, endpoint: Endpoint) -> None:
-        """Swap in a changed copy of an existing endpoint."""
-        self.get(endpoint.id)
-        self._endpoints[endpoint.id] = endpoint
-
     def get(self, endpoint_id: str) -> Endpoint:
         try:
             return self._endpoints[endpoint_id]

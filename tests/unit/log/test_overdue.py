@@ -7,6 +7,7 @@ from datetime import timedelta
 import fakeredis
 import pytest
 
+from tests.attempts import write_attempt
 from tests.unit.log.test_store import BODY, Clock, attempt
 from webhooks.log import DeliveryLog, FannedOut, Overdue, State
 
@@ -29,7 +30,7 @@ def fan_out(log, event_id, *endpoint_ids):
 
 def retrying(log, clock, event_id, endpoint_id, due_in_seconds):
     made = attempt(clock, 1, next_retry_at=clock.at() + timedelta(seconds=due_in_seconds))
-    log.record_attempt(event_id, endpoint_id, BODY, "user_created", made, State.RETRYING)
+    write_attempt(log, event_id, endpoint_id, BODY, "user_created", made, State.RETRYING)
 
 
 def test_pending_and_retrying_deliveries_untouched_since_the_cutoff_are_overdue_and_no_others(log, clock):
@@ -37,7 +38,7 @@ def test_pending_and_retrying_deliveries_untouched_since_the_cutoff_are_overdue_
     retrying(log, clock, "evt_lost_retry", "crm", due_in_seconds=60)
     retrying(log, clock, "evt_later_retry", "crm", due_in_seconds=3 * HOUR)
     fan_out(log, "evt_done", "crm")
-    log.record_attempt("evt_done", "crm", BODY, "user_created", attempt(clock, 1, "delivered", 200), State.DELIVERED)
+    write_attempt(log, "evt_done", "crm", BODY, "user_created", attempt(clock, 1, "delivered", 200), State.DELIVERED)
     clock.now += 2 * HOUR
     fan_out(log, "evt_new", "crm")
     found = log.overdue(clock.now - HOUR, limit=10)

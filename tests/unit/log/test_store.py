@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import fakeredis
 import pytest
 
+from tests.attempts import write_attempt
 from tests.cli import unreachable_redis
 from webhooks.errors import DeliveryLogError, DeliveryNotFoundError
 from webhooks.log import Attempt, DeliveryLog, FannedOut, State, delivery_id, split_delivery_id, store
@@ -49,7 +50,7 @@ def attempt(clock, number, outcome="retry", status=500, **changes):
 
 def record(log, clock, number, outcome="retry", status=500, event="evt_1", endpoint="crm", **changes):
     a = attempt(clock, number, outcome, status, **changes)
-    log.record_attempt(event, endpoint, BODY, "user_created", a, state_after(a.outcome, a.number))
+    write_attempt(log, event, endpoint, BODY, "user_created", a, state_after(a.outcome, a.number))
 
 
 @pytest.mark.parametrize(
@@ -139,7 +140,7 @@ def test_every_field_of_an_attempt_comes_back_as_it_was_written(log, clock):
         request_headers={"X-Service-Signature": "t=1,v1=ab"},
         response_headers={"Retry-After": "30"},
     )
-    log.record_attempt("evt_1", "crm", BODY, "user_created", written, State.RETRYING)
+    write_attempt(log, "evt_1", "crm", BODY, "user_created", written, State.RETRYING)
     assert log.get("evt_1@crm").history == (written,)
 
 

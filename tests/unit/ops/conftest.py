@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import fakeredis
 import pytest
 
+from tests.attempts import write_attempt
 from webhooks.log import Attempt, DeliveryLog
 from webhooks.log.records import state_after
 from webhooks.ops.web import create_app
@@ -71,4 +72,4 @@ def attempt_series(log, event_id, endpoint_id, statuses, body='{"id":"evt","name
         attempt = Attempt(
             number, datetime.now(UTC), outcome, 42.0, status_code=status, response_excerpt=f"said {status}"
         )
-        log.record_attempt(event_id, endpoint_id, body, "user_created", attempt, state_after(outcome, number))
+        write_attempt(log, event_id, endpoint_id, body, "user_created", attempt, state_after(outcome, number))

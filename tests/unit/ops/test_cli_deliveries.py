@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import fakeredis
 import pytest
 
+from tests.attempts import write_attempt
 from tests.cli import assert_error, invoke
 from webhooks.log import Attempt, DeliveryLog, State
 from webhooks.log.records import state_after
@@ -43,7 +44,7 @@ def sent(monkeypatch):
 def finish(log, event_id, endpoint_id, outcome, status, attempts=1):
     for number in range(1, attempts + 1):
         attempt = Attempt(number, datetime.now(UTC), outcome, 8.0, status_code=status)
-        log.record_attempt(event_id, endpoint_id, BODY, "user_created", attempt, state_after(outcome, number))
+        write_attempt(log, event_id, endpoint_id, BODY, "user_created", attempt, state_after(outcome, number))
 
 
 @pytest.fixture

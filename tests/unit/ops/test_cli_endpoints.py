@@ -11,6 +11,7 @@ import fakeredis
 import pytest
 import yaml
 
+from tests.attempts import write_attempt
 from tests.cli import assert_error, invoke, unreachable_redis
 from webhooks.events import EVENT_NAMES
 from webhooks.log import Attempt, DeliveryLog, State
@@ -198,8 +199,8 @@ def test_show_gives_the_endpoints_health(services, crm, log):
     ):
         outcome = "delivered" if status == 200 else "retry"
         attempt = Attempt(number, now, outcome, latency, status_code=status)
-        log.record_attempt(f"evt_{number}", crm.id, "{}", "user_created", attempt, state)
-    log.record_attempt("evt_9", crm.id, "{}", "user_created", Attempt(1, now, "drop", 0.0), State.DROPPED)
+        write_attempt(log, f"evt_{number}", crm.id, "{}", "user_created", attempt, state)
+    write_attempt(log, "evt_9", crm.id, "{}", "user_created", Attempt(1, now, "drop", 0.0), State.DROPPED)
     lines = invoke(services, "endpoints", "show", crm.id).stdout.splitlines()
     expected = (
         "2 delivered · 1 retried · 0 failed · 0 gone (410) · 1 dropped · 4 attempts; 66.7 % delivered; "

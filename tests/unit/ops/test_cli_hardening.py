@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import fakeredis
 import pytest
 
+from tests.attempts import write_attempt
 from tests.cli import assert_error, invoke
 from webhooks.log import Attempt, DeliveryLog
 from webhooks.log.records import state_after
@@ -72,7 +73,7 @@ def test_a_receivers_control_characters_are_printed_escaped():
     attempt = Attempt(
         1, datetime.now(UTC), "retry", 5.0, status_code=500, response_excerpt="\x1b]0;pwned\x07\x1b[2Jgone\x9b"
     )
-    log.record_attempt("evt_1", "crm", '{"id":"evt_1"}', "user_created", attempt, state_after("retry", 1))
+    write_attempt(log, "evt_1", "crm", '{"id":"evt_1"}', "user_created", attempt, state_after("retry", 1))
     result = invoke(Services(Settings(registry="redis"), log=log), "deliveries", "show", "evt_1@crm")
     assert result.exit_code == 0, result.output
     assert "\x1b" not in result.stdout and "\x07" not in result.stdout and "\x9b" not in result.stdout

@@ -12,6 +12,7 @@ import pytest
 import redis
 from click.testing import CliRunner
 
+from tests.attempts import write_attempt
 from tests.unit.ops.conftest import attempt_series, post, settings
 from webhooks.log import Attempt, FannedOut, State
 from webhooks.ops.cli import main
@@ -116,7 +117,7 @@ def test_health_counts_deliveries_the_last_delivery_and_no_latency_without_a_res
     for event_id in ("evt_a", "evt_b"):  # two deliveries, fourteen refused connections each
         for number in range(1, 15):
             attempt = Attempt(number, datetime.now(UTC), "retry", 1.0, reason="Connection refused")
-            log.record_attempt(event_id, endpoint.id, BODY, "user_created", attempt, State.RETRYING)
+            write_attempt(log, event_id, endpoint.id, BODY, "user_created", attempt, State.RETRYING)
     page = page_of(client, f"/endpoints/{endpoint.id}")
     assert '<span class="count retrying">2 retried</span>' in page and "28 retrying" not in page
     assert '<span class="count attempts">28 attempts</span>' in page
@@ -131,7 +132,7 @@ def test_health_counts_deliveries_the_last_delivery_and_no_latency_without_a_res
 def test_a_410_is_counted_gone_and_an_always_refused_address_is_failing(client, registry, log):
     gone = registry.add("https://gone.example/", ["all"])
     attempt = Attempt(1, datetime.now(UTC), "retry", 3.0, status_code=410)
-    log.record_attempt("evt_g", gone.id, BODY, "user_created", attempt, State.RETRYING)
+    write_attempt(log, "evt_g", gone.id, BODY, "user_created", attempt, State.RETRYING)
     refused = registry.add("https://refused.example/", ["all"])
     why = "the URL's address 127.0.0.1 is refused by WEBHOOKS_ALLOW_PRIVATE_NETWORKS"
     record(log, [refusal(refused.id, f"evt_{n}", BODY, 1, why) for n in range(3)])
@@ -179,7 +180,7 @@ def test_past_attempts_do_not_announce_a_next_retry(client, log):
     for number in (1, 2):
         due = datetime.now(UTC) + timedelta(minutes=number)
         attempt = Attempt(number, datetime.now(UTC), "retry", 1.0, status_code=503, next_retry_at=due)
-        log.record_attempt("evt_s", "crm", BODY, "user_created", attempt, State.RETRYING)
+        write_attempt(log, "evt_s", "crm", BODY, "user_created", attempt, State.RETRYING)
     page = page_of(client, "/deliveries/evt_s@crm")
     assert page.count("next retry") == 1 and page.index("next retry") > page.index("#2")
     assert page.count(" data-due>") == 2  # the facts' and the last attempt's: app.js says "due" once it passed

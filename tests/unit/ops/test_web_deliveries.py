@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import pytest
 from markupsafe import escape
 
+from tests.attempts import write_attempt
 from tests.unit.ops.conftest import attempt_series, post
 from webhooks.log import Attempt, FannedOut, State
 from webhooks.ops.web.filters import DELIVERIES_PER_PAGE, ENDPOINTS_PER_PAGE
@@ -161,7 +162,7 @@ def test_a_failed_attempt_reads_at_a_glance_with_its_detail_one_click_away(clien
         reason="Connection refused",
         request_headers={"Content-Type": "application/json; charset=utf-8", HEADER: "t=1,v1=abc"},
     )
-    log.record_attempt("evt_x", "crm", BODY, "user_created", attempt, State.RETRYING)
+    write_attempt(log, "evt_x", "crm", BODY, "user_created", attempt, State.RETRYING)
     listing = get(client, "/deliveries")
     assert '<span class="clip" title="Connection refused">Connection refused</span>' in listing
     assert "Max retries" not in listing
@@ -181,7 +182,7 @@ def test_the_response_shows_status_headers_and_a_pretty_body(client, log):
         response_excerpt='{"error":"busy","retry":true}',
         response_headers={"Retry-After": "30", "X-Request-Id": "req_9"},
     )
-    log.record_attempt("evt_y", "crm", BODY, "user_created", attempt, State.RETRYING)
+    write_attempt(log, "evt_y", "crm", BODY, "user_created", attempt, State.RETRYING)
     page = get(client, "/deliveries/evt_y@crm")
     assert "<h3>Response 503</h3>" in page
     assert '<th scope="row">X-Request-Id</th><td><code>req_9</code>' in page

@@ -10,6 +10,7 @@ import fakeredis
 import pytest
 import responses
 
+from tests.attempts import write_attempt
 from tests.unit.pipeline.test_tasks import BODY, URL, body
 from webhooks.catalog import sample_arguments
 from webhooks.errors import PermanentDeliveryError
@@ -138,7 +139,7 @@ def test_published_events_and_their_redelivery_pass_the_guard(enqueued):
     log = DeliveryLog(fakeredis.FakeRedis(decode_responses=True))
     name, event_id, sent = published[0]
     failed = Attempt(11, datetime.now(UTC), "retry", 42.0, status_code=503)
-    log.record_attempt(event_id, "all", sent, name, failed, State.FAILED)
+    write_attempt(log, event_id, "all", sent, name, failed, State.FAILED)
     redeliver(log, f"{event_id}@all")
     (again,) = [call.args for call in enqueued if call.name == "webhooks.deliver"]
     assert again == ("all", event_id, sent) and unsendable(EVERYTHING, event_id, again[2]) is None

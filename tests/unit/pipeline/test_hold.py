@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 import fakeredis
 import pytest
 
+from tests.attempts import write_attempt
 from webhooks.errors import DeliveryNotFoundError
 from webhooks.log import Attempt, DeliveryLog, FannedOut, State
 from webhooks.pipeline.hold import HeldDeliveries
@@ -41,7 +42,7 @@ def test_held_deliveries_are_listed_as_held_in_the_delivery_log_and_leave_their_
     with pytest.raises(DeliveryNotFoundError):
         log.get("evt_9@crm")
     attempt = Attempt(number=1, at=datetime.now(UTC), outcome="delivered", latency_ms=1.0, status_code=200)
-    log.record_attempt("evt_1", "crm", body(1), "user_created", attempt, State.DELIVERED)
+    write_attempt(log, "evt_1", "crm", body(1), "user_created", attempt, State.DELIVERED)
     assert log.find(state=State.HELD) == []
     assert log.get("evt_1@crm").state is State.DELIVERED
 
