@@ -93,7 +93,7 @@ def unmeasured(measured: Callable[[str, str], bool], *, rabbitmq: bool) -> list[
     if rabbitmq:
         keys += [(RABBITMQ + target.measure, target) for target in TARGETS if target.baseline in ON_RABBITMQ_TOO]
     return [
-        f"{key}{f' beside {target.baseline}' if target.baseline else ''}: {target.promise}: NOT MEASURED in this run"
+        f"{key}{f' beside {target.baseline}' if target.baseline else ''}: {target.promise}: NOT MEASURED (no row)"
         for key, target in keys
         if not measured(key, target.baseline)
     ]
