@@ -8,19 +8,16 @@
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 from uuid import uuid4
 
 import pytest
 import redis
 
 from tests.integration.conftest import publish, service_env, write_registry
-from tests.servers import RedisServer, free_port
 from tests.waiting import wait_until
 from webhooks.registry import RedisRegistry
 from webhooks.samples import sample_event_kwargs
@@ -103,47 +100,22 @@ def test_deliveries_resume_within_seconds_of_a_rabbitmq_node_back_from_a_ten_sec
 TRIES_OUTLASTED = 12
 
 
-def started_store(port: int, workdir: Path) -> RedisServer:
-    """A redis-server on ``port`` keeping an append-only file in ``workdir``, read again when started again."""
-    process = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
-        + ["--appendonly", "yes", "--appendfsync", "always", "--dir", str(workdir)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    store = RedisServer(port, process)
-    wait_until(lambda: _answers(store), timeout=15, what="the store to answer")
-    return store
-
-
-def _answers(store: RedisServer) -> bool:
-    try:
-        return bool(store.client().ping())
-    except redis.RedisError:
-        return False
-
-
 @pytest.mark.timeout(300)
 def test_a_batch_outlasts_an_outage_of_the_store_longer_than_any_retry_limit(
-    redis_server, receiver, tmp_path, start_worker
+    redis_server, own_redis_server, receiver, tmp_path, start_worker
 ):
     path = f"/store-outage-{uuid4().hex[:8]}"
-    store = started_store(free_port(), tmp_path)
-    try:
-        RedisRegistry(redis.Redis.from_url(store.url, decode_responses=True)).add(receiver.url(path), ["user_created"])
-        env = service_env(redis_server, "redis", redis_url=store.url)
-        worker = start_worker(env)
-        store.process.send_signal(signal.SIGKILL)
-        store.process.wait(timeout=10)
-        ids = publish(env, [("user_created", sample_event_kwargs("user_created"))] * 5, batch=True)
-        wait_until(
-            lambda: worker.output().count("events wait for their fan-out") >= TRIES_OUTLASTED,
-            timeout=180,
-            what=f"the fan-out to be tried {TRIES_OUTLASTED} times",
-        )
-        assert not ids_received(receiver, path) & set(ids)
-        store = started_store(store.port, tmp_path)
-        wait_until(lambda: ids_received(receiver, path) >= set(ids), timeout=60, what="the batch to be delivered")
-    finally:
-        store.process.kill()
-        store.process.wait(timeout=10)
+    store = own_redis_server("--appendonly", "yes", "--appendfsync", "always")
+    RedisRegistry(redis.Redis.from_url(store.url, decode_responses=True)).add(receiver.url(path), ["user_created"])
+    env = service_env(redis_server, "redis", redis_url=store.url)
+    worker = start_worker(env)
+    store.crash()
+    ids = publish(env, [("user_created", sample_event_kwargs("user_created"))] * 5, batch=True)
+    wait_until(
+        lambda: worker.output().count("events wait for their fan-out") >= TRIES_OUTLASTED,
+        timeout=180,
+        what=f"the fan-out to be tried {TRIES_OUTLASTED} times",
+    )
+    assert not ids_received(receiver, path) & set(ids)
+    store.restart()
+    wait_until(lambda: ids_received(receiver, path) >= set(ids), timeout=60, what="the batch to be delivered")
