@@ -188,9 +188,10 @@ def test_fan_out_to_1000_endpoints_reads_the_registry_in_a_bounded_number_of_rou
     assert calls.pop("config|resetstat") == 1
     setup = sum(calls.pop(name, 0) for name in CONNECTION_SETUP)
     # Each delivery reads its endpoint once, at send time, and its pace and circuit once, in the in-flight slot's
-    # script.
+    # script. Besides, the worker's housekeeping reads when a worker last died, once a look (a minute apart at
+    # most: the test's 90 s hold two).
     lookups = calls.pop("get") - 2 * count
-    assert lookups == count
+    assert count <= lookups <= count + 2
     log = {name: calls.pop(name) for name in sorted(calls) if name != "smembers"}
     print(
         f"registry commands for {count} endpoints: fan-out {calls}, send-time GETs {lookups}, connection setup {setup}"
