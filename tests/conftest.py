@@ -86,6 +86,6 @@ def enqueued(redis_queue: RedisQueue) -> Enqueued:
 def fresh_memory_store() -> Iterator[None]:
     """Each test gets its own ``memory://`` store (sessions, sign-in throttle), as each process does."""
     yield
-    from webhooks.log import store_client
+    from webhooks.store import _client
 
-    store_client.cache_clear()
+    _client.cache_clear()

@@ -89,6 +89,10 @@ class Settings(BaseSettings):
         description="Most seconds one attempt may take in all (connect, send, response and its body, whatever the "
         "receiver does); default: WEBHOOKS_CONNECT_TIMEOUT + WEBHOOKS_READ_TIMEOUT + 5.",
     )
+    store_connect_timeout_seconds: float = Field(
+        3.0, gt=0, description="Seconds to wait for the store's Redis (WEBHOOKS_REDIS_URL) to accept a connection."
+    )
+    store_socket_timeout_seconds: float = Field(5.0, gt=0, description="Seconds to wait for each answer of the store.")
     retry_backoff: int = Field(30, ge=1, description="Ceiling of the first retry delay; it doubles on each retry.")
     retry_backoff_max: int = Field(1800, ge=1, description="Largest retry delay ceiling.")
     visibility_timeout: int | None = Field(

@@ -10,9 +10,10 @@ from functools import cached_property
 
 import redis
 
-from webhooks.log import DeliveryLog, open_delivery_log, store_client
+from webhooks.log import DeliveryLog, open_delivery_log
 from webhooks.registry import Registry, open_registry
 from webhooks.settings import Settings, get_settings
+from webhooks.store import store_client
 
 
 class Services:
@@ -50,4 +51,4 @@ class Services:
     @cached_property
     def store(self) -> redis.Redis:
         """The store Redis itself: the settings page keeps its sessions and sign-in throttle there."""
-        return store_client(self.settings.store_url)
+        return store_client(self.settings)

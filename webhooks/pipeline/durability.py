@@ -16,9 +16,9 @@ import redis
 from kombu.utils.url import maybe_sanitize_url
 
 from webhooks.errors import ConfigurationError
-from webhooks.log import is_embedded_store, store_client
 from webhooks.queue import broker_redis
 from webhooks.settings import Settings
+from webhooks.store import is_embedded_store, store_client
 
 __all__ = ["NO_EVICTION", "RedisDurability", "check_redis_durability", "read_durability"]
 
@@ -74,7 +74,7 @@ def read_durability(client: redis.Redis) -> RedisDurability:
 def check_redis_durability(settings: Settings) -> None:
     """Raise ConfigurationError when the store's Redis, or the broker's when it is Redis, evicts keys; log a
     warning for each that does not persist, or did not say."""
-    servers = {} if is_embedded_store(settings.store_url) else {settings.store_url: store_client(settings.store_url)}
+    servers = {} if is_embedded_store(settings.store_url) else {settings.store_url: store_client(settings)}
     broker = broker_redis(settings.broker_url)
     if broker is not None:
         servers.setdefault(settings.broker_url, broker)

@@ -22,10 +22,11 @@ from celery.worker import state as worker_state
 from kombu.exceptions import OperationalError
 
 from webhooks.errors import WebhooksError
-from webhooks.log import open_delivery_log, store_client
+from webhooks.log import open_delivery_log
 from webhooks.pipeline import reconcile
 from webhooks.queue import Queue, queue_for
 from webhooks.settings import Settings, get_settings
+from webhooks.store import store_client
 
 __all__ = ["BUSY_LOOK_SECONDS", "BUSY_SECONDS", "TICK_SECONDS", "Chores", "Housekeeping", "tasks_run"]
 
@@ -62,7 +63,7 @@ class Housekeeping(bootsteps.StartStopStep):
         if self._thread is not None:
             self._thread.join(timeout=TICK_SECONDS * 4)
         try:
-            reconcile.farewell(store_client(get_settings().store_url), parent.hostname)
+            reconcile.farewell(store_client(get_settings()), parent.hostname)
         except redis.RedisError as exc:
             logger.warning("This worker's heartbeat could not be removed: %s", exc)
 
@@ -107,7 +108,7 @@ class Chores:
             self.queue_at = self.queue.housekeeping(now)
         if now < min(self.heartbeat_at, self.dead_at, self.look_at, self.urgent_at):
             return
-        store = store_client(settings.store_url)
+        store = store_client(settings)
         if now >= self.heartbeat_at:
             reconcile.heartbeat(store, self.worker, now)
             self.heartbeat_at = now + reconcile.HEARTBEAT_SECONDS

@@ -46,7 +46,7 @@ from webhooks.errors import (
     RegistryUnavailableError,
     RetryableDeliveryError,
 )
-from webhooks.log import DeliveryLog, State, open_delivery_log, store_client
+from webhooks.log import DeliveryLog, State, open_delivery_log
 from webhooks.pipeline.attempt import FailedAttempt, Made, attempt, record, refusal
 from webhooks.pipeline.fanout import fan_out
 from webhooks.pipeline.health import wait_before_retry
@@ -67,6 +67,7 @@ from webhooks.queue.base import (
 )
 from webhooks.registry import Endpoint, Registry, open_registry
 from webhooks.settings import MAX_RETRIES
+from webhooks.store import store_client
 
 logger = logging.getLogger("webhooks.delivery")
 
@@ -80,13 +81,13 @@ def registry() -> Registry:
 @cache
 def lanes() -> Lanes:
     """The per-endpoint in-flight slots and circuits (``lanes.py``), opened on first use."""
-    return Lanes.for_settings(store_client(settings.store_url), settings)
+    return Lanes.for_settings(store_client(settings), settings)
 
 
 @cache
 def rate_limits() -> RateLimits:
     """The endpoints' rate-limit windows (``rate.py``), opened on first use."""
-    return RateLimits(store_client(settings.store_url))
+    return RateLimits(store_client(settings))
 
 
 def rate_wait(endpoint: Endpoint) -> float:
@@ -422,9 +423,7 @@ DISABLED = "the endpoint is disabled"
 def hold(endpoint_id: str, deliveries: Sequence[Sequence[str]]) -> None:
     """Hold deliveries for a disabled endpoint; a store that cannot take them puts the task back on the queue."""
     try:
-        HeldDeliveries.for_settings(store_client(settings.store_url), delivery_log(), settings).hold(
-            endpoint_id, deliveries
-        )
+        HeldDeliveries.for_settings(store_client(settings), delivery_log(), settings).hold(endpoint_id, deliveries)
     except redis.RedisError as exc:
         raise Reject(exc, requeue=True) from exc
 

@@ -15,13 +15,14 @@ import redis
 from redis.commands.core import Script
 
 from webhooks.errors import WebhooksError
-from webhooks.log import State, store_client
+from webhooks.log import State
 from webhooks.pipeline.attempt import Made
 from webhooks.pipeline.health import DISABLE_MIN_FAILURES, disable_reason
 from webhooks.pipeline.notices import OPERATOR_ENDPOINT_ID, Notice, announce
 from webhooks.queue.base import TaskCall
 from webhooks.registry import Registry, writable
 from webhooks.settings import Settings
+from webhooks.store import store_client
 
 __all__ = ["KEY_FAILING", "after_attempts", "observe"]
 
@@ -100,5 +101,5 @@ def _observe(settings: Settings, client: redis.Redis, registry: Registry, made: 
 
 def after_attempts(settings: Settings, registry: Registry, made: Sequence[Made]) -> list[TaskCall]:
     """``observe`` these attempts and announce its notices; return the operator events' deliveries to enqueue."""
-    client = store_client(settings.store_url)
+    client = store_client(settings)
     return announce(settings, client, observe(settings, client, registry, made))

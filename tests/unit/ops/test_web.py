@@ -285,12 +285,12 @@ def test_an_unreachable_delivery_log_still_shows_the_endpoints(registry):
 
 
 def test_the_list_shows_operator_notices_as_a_banner_and_why_an_endpoint_was_disabled(client, registry):
-    from webhooks.log import store_client
     from webhooks.pipeline.notices import KEY_NOTICES, Notice, announce
+    from webhooks.store import store_client
 
     endpoint = registry.add("https://gone.example.com/", ["all"])
     registry.disable(endpoint.id, "it answered 410 Gone")
-    store = store_client(settings().store_url)
+    store = store_client(settings())
     notice = Notice("endpoint_disabled", endpoint.id, "it answered 410 Gone", datetime.now(UTC))
     announce(settings(), store, [notice])
     try:

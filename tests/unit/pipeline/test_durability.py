@@ -37,7 +37,7 @@ class RedisReplies:
 def servers(monkeypatch):
     """Put RedisReplies behind the store's and the broker's URLs; a test sets them in the dict it gets."""
     replies: dict[str, RedisReplies] = {}
-    monkeypatch.setattr(durability, "store_client", lambda url: replies[url])
+    monkeypatch.setattr(durability, "store_client", lambda settings: replies[settings.store_url])
     monkeypatch.setattr(durability, "broker_redis", lambda url: replies.get(url) if url.startswith("redis") else None)
     return replies
 

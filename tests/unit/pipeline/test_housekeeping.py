@@ -37,7 +37,7 @@ class Queue:
 @pytest.fixture
 def store(monkeypatch):
     store = fakeredis.FakeRedis()
-    monkeypatch.setattr(housekeeping, "store_client", lambda url: store)
+    monkeypatch.setattr(housekeeping, "store_client", lambda settings: store)
     monkeypatch.setattr(housekeeping, "open_delivery_log", lambda settings: None)
     return store
 

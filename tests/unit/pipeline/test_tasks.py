@@ -208,10 +208,10 @@ def test_a_delivery_over_its_endpoints_cap_waits_on_the_queue_not_in_a_thread(re
 
 @pytest.fixture
 def held(log):
-    from webhooks.log import store_client
     from webhooks.pipeline.hold import KEY_HELD, HeldDeliveries
+    from webhooks.store import store_client
 
-    store = store_client(tasks.settings.store_url)
+    store = store_client(tasks.settings)
     store.delete(KEY_HELD.format(id="off"))
     return HeldDeliveries.for_settings(store, log, tasks.settings)
 

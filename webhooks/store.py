@@ -1,0 +1,58 @@
+"""The store: the Redis that holds the registry, the delivery log, per-endpoint state and the inbox.
+
+One client (and connection pool) per URL and timeouts for the process, made here from ``Settings``; with
+the embedded ``memory://`` URL (the demo) one in-process fakeredis that every part of the process shares.
+Lua scripts live in ``.lua`` files beside the module that runs them and are read once (:func:`lua`).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib.resources import files
+from typing import Any
+
+import redis
+
+from webhooks.settings import Settings
+
+__all__ = ["is_embedded_store", "lua", "store_client"]
+
+
+def is_embedded_store(url: str) -> bool:
+    """Whether the store at ``url`` is the demo's in-process fakeredis rather than a Redis server."""
+    return url.startswith("memory://")
+
+
+def store_client(settings: Settings) -> redis.Redis:
+    """The process's client of the store (``WEBHOOKS_REDIS_URL``, default the broker); answers are ``str``."""
+    return _client(settings.store_url, settings.store_connect_timeout_seconds, settings.store_socket_timeout_seconds)
+
+
+@cache
+def _client(url: str, connect_timeout_seconds: float, socket_timeout_seconds: float) -> redis.Redis:
+    if is_embedded_store(url):
+        import fakeredis
+
+        return fakeredis.FakeRedis(server=fakeredis.FakeServer(), decode_responses=True)
+    return redis.Redis.from_url(
+        url,
+        decode_responses=True,
+        socket_connect_timeout=connect_timeout_seconds,
+        socket_timeout=socket_timeout_seconds,
+    )
+
+
+@cache
+def lua(package: str, name: str) -> str:
+    """The text of the Lua script ``name`` (``"take.lua"``) in ``package`` (a module's ``__package__``)."""
+    return files(package).joinpath(name).read_text()
+
+
+def script(client: redis.Redis, package: str, name: str) -> Any:
+    """The script ``name`` of ``package`` registered on ``client``: EVALSHA, loading it the first time."""
+    return _registered(client, lua(package, name))
+
+
+@cache
+def _registered(client: redis.Redis, text: str) -> Any:
+    return client.register_script(text)
