@@ -38,6 +38,8 @@ class Receiver:
     """Start with ``Receiver().start()``; stop with ``.stop()``."""
 
     behaviours: dict[str, Behaviour] = field(default_factory=dict)
+    #: Given how many requests the path had before, seconds this one waits before it is answered.
+    delays: dict[str, Callable[[int], float]] = field(default_factory=dict)
     received: dict[str, list[Received]] = field(default_factory=lambda: defaultdict(list))
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -55,6 +57,8 @@ class Receiver:
                     repeats = sum(1 for request in earlier if request.body == body)
                     status, headers = receiver.behaviours.get(self.path, always(200))(repeats)
                     earlier.append(Received(self.command, self.path, dict(self.headers.items()), body))
+                    delay = receiver.delays.get(self.path, lambda count: 0.0)(len(earlier) - 1)
+                time.sleep(delay)
                 self.send_response(status)
                 for name, value in headers.items():
                     self.send_header(name, value)
