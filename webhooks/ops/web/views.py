@@ -291,7 +291,7 @@ def test_event(endpoint_id: str) -> Response | str | tuple[str, int]:
     if name not in EVENT_NAMES:
         flash(f"Choose one of the {len(EVENT_NAMES)} event kinds; {name!r} is not one.", "error")
         return redirect(url_for("views.endpoint", endpoint_id=endpoint_id))
-    if name not in endpoint.events:  # workers refuse to sign it (pipeline/guard.py)
+    if name not in endpoint.events:  # workers refuse to sign it (endpoints/guard.py)
         flash(f"This endpoint does not subscribe to {name}; choose one of the events it receives.", "error")
         return redirect(url_for("views.endpoint", endpoint_id=endpoint_id))
     fields = request.form.get("fields") if request.method == "POST" else None
