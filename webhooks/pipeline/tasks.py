@@ -302,10 +302,12 @@ def deliver_many(
     """``deliver`` for several events to one endpoint: their attempts one after another on one kept-alive
     connection, all recorded in one round trip; returns how many ended in each state (and were handed on).
 
-    The endpoint is read once, when the batch starts. A failed attempt's retry is a ``webhooks.deliver``
-    of its own, due after ``deliver``'s backoff, and Flower is told it is in RETRY. If the broker cannot
-    take the retries and the deliveries handed on, the batch goes back on the queue whole: its delivered
-    ones will arrive twice (receivers deduplicate on the event id), but none is lost.
+    The endpoint is read once, when the batch starts, and the gate gives each delivery its own in-flight slot
+    then (one script); the slots of those it does not reach are given back with the rest of the books. A
+    failed attempt's retry is a ``webhooks.deliver`` of its own, due after ``deliver``'s backoff, and Flower
+    is told it is in RETRY. If the broker cannot take the retries and the deliveries handed on, the batch goes
+    back on the queue whole: its delivered ones will arrive twice (receivers deduplicate on the event id), but
+    none is lost.
     """
     number = self.request.retries + 1
     held: list[list[str]] = []

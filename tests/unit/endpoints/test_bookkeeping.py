@@ -118,3 +118,16 @@ def test_a_batch_to_several_endpoints_ends_and_counts_their_runs_and_disables_an
     assert not registry.get(gone.id).enabled and registry.get(fine.id).enabled
     assert store.hget(KEY_FAILING.format(id=fine.id), "failures") == "1"
     assert not store.exists(KEY_FAILING.format(id=flaky.id))
+
+
+def test_the_tally_goes_in_the_callers_own_pipeline_and_settles_from_its_answer(store, registry):
+    gone = registry.add("https://gone.example.com/", ["all"])
+    books = Bookkeeping(store, deadline_seconds=20, disable_after_seconds=FIVE_DAYS_SECONDS)
+    tally = books.tally([GivenBack(Slot(gone.id, "slot_1", START.timestamp()), made(gone.id, START, status=410))])
+    with store.pipeline(transaction=False) as pipe:
+        pipe.set("the-callers-own-write", 1)
+        tally.queue(pipe)
+        _, answer = pipe.execute()
+    (notice,) = books.settle(registry, tally, answer)
+    assert (notice.name, notice.endpoint_id) == ("endpoint_disabled", gone.id)
+    assert not registry.get(gone.id).enabled
