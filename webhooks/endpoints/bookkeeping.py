@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import redis
+from redis.commands.core import Script
 
 from webhooks.endpoints.decision import Slot
 from webhooks.endpoints.keys import KEY_FAILING, state_keys
@@ -31,12 +32,14 @@ from webhooks.errors import WebhooksError
 from webhooks.log import Attempt, State
 from webhooks.registry import Registry, writable
 from webhooks.settings import Settings
-from webhooks.store import script
+from webhooks.store import lua, script
 
 __all__ = ["PACE_KEPT_SECONDS", "Attempted", "Bookkeeping", "GivenBack", "Tally"]
 
 logger = logging.getLogger("webhooks.operator")
 
+#: The script beside this module.
+_SCRIPT = "bookkeeping.lua"
 #: Seconds a pace is remembered: an endpoint idle for longer starts again from the plain limit.
 PACE_KEPT_SECONDS = 600
 
@@ -71,14 +74,15 @@ class Tally:
     given_back: Sequence[GivenBack]
     keys: list[str]
     args: list[str | float]
-    run: Any  # the registered script
+    run: Script
+    text: str
 
     def queue(self, pipe: redis.client.Pipeline) -> None:
         """Add the script to ``pipe``; its answer is the pipeline's at the same place, for ``settle``.
 
-        It goes as EVAL with its text: a registered script in a pipeline costs redis-py a SCRIPT EXISTS
-        round trip on every ``execute``, and the server keeps the compiled script by its digest anyway."""
-        pipe.eval(self.run.script, len(self.keys), *self.keys, *self.args)
+        It goes as EVAL with its text (a couple of kilobytes): a registered script in a pipeline costs
+        redis-py a SCRIPT EXISTS round trip on every ``execute``."""
+        pipe.eval(self.text, len(self.keys), *self.keys, *self.args)
 
 
 class Bookkeeping:
@@ -94,7 +98,7 @@ class Bookkeeping:
         self.deadline_seconds = deadline_seconds
         self.disable_after_seconds = disable_after_seconds
         self._redis = client
-        self._script = script(client, __package__, "bookkeeping.lua")
+        self._script: Script = script(client, __package__, _SCRIPT)
 
     @classmethod
     def for_settings(cls, client: redis.Redis, settings: Settings) -> Bookkeeping:
@@ -116,7 +120,7 @@ class Bookkeeping:
                 paces[endpoint_id] = max(paces.get(endpoint_id, 0.001), self._held(one.slot, made.attempt))
         args: list[str | float] = [PACE_KEPT_SECONDS]
         args += [round(paces[endpoint_id], 3) if endpoint_id in paces else "" for endpoint_id in numbers]
-        return Tally(given_back, state_keys(list(numbers)), args + records, self._script)
+        return Tally(given_back, state_keys(list(numbers)), args + records, self._script, lua(__package__, _SCRIPT))
 
     def after(self, registry: Registry, given_back: Sequence[GivenBack]) -> list[Notice]:
         """Record ``given_back`` (one round trip), disable what must be, and return the operator notices. The
