@@ -34,7 +34,7 @@ from bench.senders import (
     queues_empty,
     register,
 )
-from webhooks.pipeline.lanes import KEY_INFLIGHT
+from webhooks.endpoints import KEY_INFLIGHT
 from webhooks.queue.redis import KEY_WAITING
 from webhooks.registry.redis import RedisRegistry
 

@@ -19,10 +19,8 @@ import redis
 from tests.integration.conftest import BIN, nothing_waits, publish, service_env, write_registry
 from tests.receiver import always
 from tests.waiting import wait_until
+from webhooks.endpoints import DISABLE_MIN_FAILURES, KEY_FAILING, KEY_HELD
 from webhooks.log import DeliveryLog, State
-from webhooks.pipeline.health import DISABLE_MIN_FAILURES
-from webhooks.pipeline.hold import KEY_HELD
-from webhooks.pipeline.watch import KEY_FAILING
 from webhooks.registry import Endpoint
 from webhooks.registry.redis import RedisRegistry
 from webhooks.samples import sample_event_kwargs

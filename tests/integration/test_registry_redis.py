@@ -17,7 +17,7 @@ from tests.integration.conftest import BIN, available, publish, service_env, wri
 from tests.receiver import always
 from tests.servers import RedisServer, running_redis_server
 from tests.waiting import wait_until
-from webhooks.pipeline.hold import KEY_HELD
+from webhooks.endpoints import KEY_HELD
 from webhooks.queue.redis import KEY_WAITING
 from webhooks.samples import sample_event_kwargs
 from webhooks.signing import HEADER, SignatureError, verify
@@ -187,22 +187,23 @@ def test_fan_out_to_1000_endpoints_reads_the_registry_in_a_bounded_number_of_rou
     calls = {name.removeprefix("cmdstat_"): entry["calls"] for name, entry in stats_after.items()}
     assert calls.pop("config|resetstat") == 1
     setup = sum(calls.pop(name, 0) for name in CONNECTION_SETUP)
-    # Each delivery reads its endpoint once, at send time, and its pace and circuit once, in the in-flight slot's
-    # script. Besides, the worker's housekeeping reads when a worker last died, once a look (a minute apart at
-    # most: the test's 90 s hold two).
+    # Each delivery reads its endpoint once, at send time (the gate's one MGET for its batch), and its pace and
+    # circuit once, in the gate's script. Besides, the worker's housekeeping reads when a worker last died, once a
+    # look (a minute apart at most: the test's 90 s hold two).
+    reads = calls.pop("mget")
     lookups = calls.pop("get") - 2 * count
-    assert count <= lookups <= count + 2
+    assert reads == count and 0 <= lookups <= 2
     log = {name: calls.pop(name) for name in sorted(calls) if name != "smembers"}
     print(
-        f"registry commands for {count} endpoints: fan-out {calls}, send-time GETs {lookups}, connection setup {setup}"
+        f"registry commands for {count} endpoints: fan-out {calls}, send-time MGETs {reads}, connection setup {setup}"
         f"; delivery log commands {log}"
     )
     assert calls == {"smembers": 1}, calls  # the index only: each delivery reads its document at send time
     # The delivery log: one script for the fan-out's pending records and one per attempt, its only round trip
     # (a process's first call of each script may be refused NOSCRIPT and sent again once it is loaded).
-    # Endpoint health adds three scripts per delivery: taking its in-flight slot and giving it back
-    # (pipeline/lanes.py), and ending the endpoint's run of failures, if any (pipeline/watch.py).
-    assert 4 * count + 1 <= log["evalsha"] <= 4 * count + 1 + 5 * 5, log
+    # Endpoint state adds two scripts per batch (here a delivery each): the gate before (endpoints/gate.py) and
+    # the bookkeeping after (endpoints/bookkeeping.py).
+    assert 3 * count + 1 <= log["evalsha"] <= 3 * count + 1 + 5 * 5, log
     assert "exec" not in log, log
     assert sum(calls.values()) == 1
     assert setup <= 2 * 5  # at most one connection per worker process (4) and the main process

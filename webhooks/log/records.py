@@ -30,7 +30,7 @@ class State(enum.Enum):
     DELIVERED = "delivered"  # a 2xx acknowledged it
     FAILED = "failed"  # MAX_ATTEMPTS attempts failed: the dead letter, for redelivery
     DROPPED = "dropped"  # the endpoint was removed, its address refused, or its held deliveries discarded
-    HELD = "held"  # the endpoint is disabled: kept until an operator enables it (pipeline/hold.py)
+    HELD = "held"  # the endpoint is disabled: kept until an operator enables it (endpoints/held.py)
 
     @property
     def final(self) -> bool:

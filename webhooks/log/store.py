@@ -282,7 +282,7 @@ class DeliveryLog:
             self._trim_if_full(int(count))
 
     def held(self, endpoint_id: str, event_ids: Sequence[str]) -> None:
-        """List deliveries to a disabled endpoint as ``held`` (``pipeline/hold.py``), in one round trip."""
+        """List deliveries to a disabled endpoint as ``held`` (``endpoints/held.py``), in one round trip."""
         now, states = self._clock(), [state.value for state in State]
         self._run(
             self._mark_held,

@@ -1,7 +1,7 @@
 """Each endpoint's state for operators: healthy, failing, degraded, circuit open, or disabled (with its reason).
 
-``webhooks endpoints list`` and the settings page's list both show it; it comes from the slots and circuits
-(``pipeline/lanes.py``) and the runs of failures (``pipeline/watch.py``) the workers keep in the store, and,
+``webhooks endpoints list`` and the settings page's list both show it; it comes from the circuits and the
+runs of failures the workers keep in the store (``endpoints/states.py``), and,
 given the delivery log's activity, from what its deliveries did: one whose deliveries end undelivered (its
 address refused every time, say) is ``failing`` though no request ever reached a receiver.
 """
@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 
 import redis
 
+from webhooks.endpoints import stored_states
 from webhooks.log import EndpointActivity
 from webhooks.ops.services import Services
-from webhooks.pipeline.lanes import Lanes
 from webhooks.registry import Endpoint
 
 __all__ = ["endpoint_states"]
@@ -25,11 +25,9 @@ def endpoint_states(
 ) -> dict[str, str]:
     """``healthy``, ``failing`` (by ``activity``, when given), ``degraded``, ``circuit open`` or ``disabled`` by
     endpoint id (``unknown``: store unreachable)."""
-    settings = services.settings
-    lanes = Lanes.for_settings(services.store, settings)
     enabled = [endpoint.id for endpoint in endpoints if endpoint.enabled]
     try:
-        states = lanes.states(enabled)
+        states = stored_states(services.store, enabled)
     except redis.RedisError:
         states = dict.fromkeys(enabled, "unknown")
     for endpoint_id, state in states.items():

@@ -1,4 +1,4 @@
-"""Re-enabling an endpoint that has deliveries held (``pipeline/hold.py``): send them, or discard them.
+"""Re-enabling an endpoint that has deliveries held (``endpoints/held.py``): send them, or discard them.
 
 The CLI (``webhooks endpoints enable ID --deliver-held | --discard-held``) and the settings page both
 call ``enable``. With deliveries held and no choice made it refuses, saying how many and what to choose:
@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Literal
 
+from webhooks.endpoints import HeldDeliveries
 from webhooks.errors import DeliveryNotFoundError, RedeliveryError
 from webhooks.log import delivery_id
 from webhooks.ops.services import Services
-from webhooks.pipeline.hold import HeldDeliveries
+from webhooks.pipeline.drops import dropper
 from webhooks.publish import enqueue_delivery
 from webhooks.registry import Endpoint, writable
 
@@ -24,7 +25,7 @@ HeldChoice = Literal["deliver", "discard"]
 
 def held_deliveries(services: Services) -> HeldDeliveries:
     """The held deliveries in the services' store."""
-    return HeldDeliveries.for_settings(services.store, services.log, services.settings)
+    return HeldDeliveries.for_settings(services.store, services.log, dropper(services.log), services.settings)
 
 
 def enable(services: Services, endpoint_id: str, choice: HeldChoice | None) -> tuple[Endpoint, int]:

@@ -32,7 +32,7 @@ def fan_out(registry: Registry, log: DeliveryLog, events: Sequence[tuple[str, st
     batch: list[FannedOut] = []
     for name, event_id, body in events:
         if name not in subscribers:
-            subscribers[name] = registry.subscribers(name)  # a disabled one's are held by its task (hold.py)
+            subscribers[name] = registry.subscribers(name)  # a disabled one's are held by its task (endpoints/held.py)
         batch.append(FannedOut(event_id, name, body, subscribers[name]))
     try:  # pending first: an attempt's record must never be overwritten by its own pending one
         log.enqueued(batch)

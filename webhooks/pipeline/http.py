@@ -20,9 +20,9 @@ from requests_hardened import Config, HTTPSession
 from requests_hardened.ip_filter import InvalidIPAddress
 
 from webhooks.__about__ import __version__
+from webhooks.endpoints.rules import retry_after_seconds
 from webhooks.pipeline.address import AddressPolicy, PinnedAddressAdapter
 from webhooks.pipeline.deadline import WATCHED_POOL_CLASSES, deadline
-from webhooks.pipeline.health import retry_after_seconds
 from webhooks.pipeline.reasons import cut_reason, deadline_reason, reason
 from webhooks.registry.base import Endpoint, masked_url
 from webhooks.settings import Settings

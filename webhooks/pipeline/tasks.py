@@ -40,21 +40,29 @@ from celery.worker.request import Request
 from kombu.exceptions import OperationalError
 
 from webhooks.celery_app import app, settings
+from webhooks.endpoints import (
+    Bookkeeping,
+    Decision,
+    Delivery,
+    Drop,
+    Gate,
+    GivenBack,
+    HeldDeliveries,
+    Hold,
+    Later,
+    Send,
+    announce,
+    wait_before_retry,
+)
 from webhooks.errors import (
-    EndpointNotFoundError,
     PermanentDeliveryError,
     RegistryUnavailableError,
     RetryableDeliveryError,
 )
 from webhooks.log import DeliveryLog, State, open_delivery_log
 from webhooks.pipeline.attempt import FailedAttempt, Made, attempt, record, refusal
+from webhooks.pipeline.drops import dropper
 from webhooks.pipeline.fanout import fan_out
-from webhooks.pipeline.health import wait_before_retry
-from webhooks.pipeline.hold import HeldDeliveries
-from webhooks.pipeline.lanes import Lanes
-from webhooks.pipeline.notices import OPERATOR_ENDPOINT_ID, operator_endpoint, unsendable_to
-from webhooks.pipeline.rate import RateLimits
-from webhooks.pipeline.watch import after_attempts
 from webhooks.queue import EVENTS_PER_FANOUT, FANOUT_INBOX_TASK, FANOUT_MANY_TASK, TaskCall, queue_for
 from webhooks.queue.base import (
     DELIVER_MANY_TASK,
@@ -65,7 +73,7 @@ from webhooks.queue.base import (
     events_repr,
     ids_repr,
 )
-from webhooks.registry import Endpoint, Registry, open_registry
+from webhooks.registry import Registry, open_registry
 from webhooks.settings import MAX_RETRIES
 from webhooks.store import store_client
 
@@ -78,22 +86,17 @@ def registry() -> Registry:
     return open_registry(settings)
 
 
-@cache
-def lanes() -> Lanes:
-    """The per-endpoint in-flight slots and circuits (``lanes.py``), opened on first use."""
-    return Lanes.for_settings(store_client(settings), settings)
+def gate(deliveries: Sequence[Delivery]) -> list[Decision]:
+    """What each delivery may do now (``endpoints/gate.py``): one registry read and one store round trip."""
+    return Gate.for_settings(store_client(settings), registry(), settings).decide(deliveries)
 
 
-@cache
-def rate_limits() -> RateLimits:
-    """The endpoints' rate-limit windows (``rate.py``), opened on first use."""
-    return RateLimits(store_client(settings))
-
-
-def rate_wait(endpoint: Endpoint) -> float:
-    """0 if an attempt to the endpoint may start now (counted against its rate limit), else seconds until one may."""
-    per_second = endpoint.rate_limit_per_second
-    return rate_limits().wait_seconds(endpoint.id, per_second) if per_second else 0.0
+def after_attempts(given_back: Sequence[GivenBack]) -> list[TaskCall]:
+    """The bookkeeping after attempts (``endpoints/bookkeeping.py``, one store round trip) and the notices it
+    makes; returns the operator events' deliveries to enqueue."""
+    client = store_client(settings)
+    notices = Bookkeeping.for_settings(client, settings).after(registry(), given_back)
+    return [delivery_call(*delivery) for delivery in announce(settings, client, notices)]
 
 
 @cache
@@ -269,24 +272,17 @@ def deliver(self: Task[[str, str, str], None], endpoint_id: str, event_id: str, 
     with the countdown Celery's autoretry computed for it.
     """
     number = self.request.retries + 1
-    endpoint = current_endpoint(endpoint_id)
-    if endpoint == DISABLED:
-        return hold(endpoint_id, [[event_id, body]])
-    if isinstance(endpoint, str):
-        made = refusal(endpoint_id, event_id, body, number, endpoint)
-    elif why := unsendable_to(endpoint, event_id, body):  # not an event this endpoint takes: never signed
-        made = refusal(endpoint_id, event_id, body, number, why)
-    else:
-        slot = lanes().take(endpoint_id)
-        due = slot.taken_at + slot.wait_seconds if slot.id is None else None
-        if due is None and (wait := rate_wait(endpoint)):
-            lanes().give_back(endpoint_id, slot, [])
-            due = time.time() + wait
-        if due is not None:  # over the endpoint's in-flight cap or rate limit
+    (decision,) = gate([Delivery(endpoint_id, event_id, body)])
+    match decision:
+        case Hold():
+            return hold(endpoint_id, [[event_id, body]])
+        case Later(due=due):  # over the endpoint's in-flight cap or rate limit, or its circuit open
             return come_back(deliveries_call(endpoint_id, [[event_id, body]], self.request.retries), due)
-        made = attempt(settings, endpoint, event_id, body, number)
-        lanes().give_back(endpoint_id, slot, [made])
-        notify(after_attempts(settings, registry(), [made]))
+        case Drop(reason=why):  # the endpoint is gone, or not an event it takes: never signed
+            made = refusal(endpoint_id, event_id, body, number, why)
+        case Send(endpoint=endpoint, slot=slot):
+            made = attempt(settings, endpoint, event_id, body, number)
+            notify(after_attempts([GivenBack(slot, made)]))
     if made.state in (State.DELIVERED, State.DROPPED):
         record(delivery_log(), [made])
     if made.state is not State.DELIVERED:
@@ -306,57 +302,64 @@ def deliver_many(
     """``deliver`` for several events to one endpoint: their attempts one after another on one kept-alive
     connection, all recorded in one round trip; returns how many ended in each state (and were handed on).
 
-    The endpoint is read once, when the batch starts. A failed attempt's retry is a ``webhooks.deliver``
-    of its own, due after ``deliver``'s backoff, and Flower is told it is in RETRY. If the broker cannot
-    take the retries and the deliveries handed on, the batch goes back on the queue whole: its delivered
-    ones will arrive twice (receivers deduplicate on the event id), but none is lost.
+    The endpoint is read once, when the batch starts, and the gate gives each delivery its own in-flight slot
+    then (one script); the slots of those it does not reach are given back with the rest of the books. A
+    failed attempt's retry is a ``webhooks.deliver`` of its own, due after ``deliver``'s backoff, and Flower
+    is told it is in RETRY. If the broker cannot take the retries and the deliveries handed on, the batch goes
+    back on the queue whole: its delivered ones will arrive twice (receivers deduplicate on the event id), but
+    none is lost.
     """
     number = self.request.retries + 1
-    endpoint = current_endpoint(endpoint_id)
-    if endpoint == DISABLED:
-        hold(endpoint_id, deliveries)
-        return {"held": len(deliveries)}
-    if isinstance(endpoint, str):
-        refused = [refusal(endpoint_id, event_id, body, number, endpoint) for event_id, body in deliveries]
-        record(delivery_log(), refused)
-        raise refused[0].error()
-    slot = lanes().take(endpoint_id)
-    if slot.id is None:
-        come_back(deliveries_call(endpoint_id, deliveries, self.request.retries), slot.taken_at + slot.wait_seconds)
-        return {"waiting": len(deliveries)}
+    held: list[list[str]] = []
     made: list[Made] = []
+    later: list[Later] = []
+    held_back: list[list[str]] = []
+    sends: list[tuple[list[str], Send]] = []
+    decisions = gate([Delivery(endpoint_id, event_id, body) for event_id, body in deliveries])
+    for delivery, decision in zip(deliveries, decisions, strict=True):
+        match decision:
+            case Hold():
+                held.append(delivery)
+            case Drop(reason=why):  # the endpoint is gone, or not an event it takes: never signed
+                made.append(refusal(endpoint_id, delivery[0], delivery[1], number, why))
+            case Later():  # over the endpoint's in-flight cap or rate limit, or its circuit open
+                later.append(decision)
+                held_back.append(delivery)
+            case Send():
+                sends.append((delivery, decision))
+    hold(endpoint_id, held)
+    if made and len(made) == len(deliveries):  # nothing could be sent (the endpoint was removed): as ``deliver`` does
+        record(delivery_log(), made)
+        raise made[0].error()
+    given_back: list[GivenBack] = []
     started = time.monotonic()
-    rate_limited_until: float | None = None
-    for event_id, body in deliveries:
-        if not keeps_sending(time.monotonic() - started, len(made), len(deliveries)):
-            break
-        if why := unsendable_to(endpoint, event_id, body):  # not an event this endpoint takes: never signed
-            made.append(refusal(endpoint_id, event_id, body, number, why))
+    rest: list[list[str]] = []
+    for (event_id, body), send in sends:
+        if rest or not keeps_sending(time.monotonic() - started, len(given_back), len(sends)):
+            rest.append([event_id, body])
+            given_back.append(GivenBack(send.slot))  # its slot and its count in the rate window given back
             continue
-        if wait := rate_wait(endpoint):
-            rate_limited_until = time.time() + wait
-            break
-        one = attempt(settings, endpoint, event_id, body, number)
+        one = attempt(settings, send.endpoint, event_id, body, number)
         made.append(one.scheduled(retry_countdown(number, one.retry_after)) if one.state is State.RETRYING else one)
-    lanes().give_back(endpoint_id, slot, made)
+        given_back.append(GivenBack(send.slot, made[-1]))
     record(delivery_log(), made)
     waiting = [one for one in made if one.state is State.RETRYING]
     retries = [retry_call(one) for one in waiting]
-    rest = deliveries[len(made) :]
-    if rate_limited_until is not None:  # the rest waits, as one task, until the endpoint's rate limit lets it go
-        handed_on = [later_call(deliveries_call(endpoint_id, rest, self.request.retries), rate_limited_until)]
-    else:
-        seconds_each = (time.monotonic() - started) / max(len(made), 1)
-        handed_on = hand_on(endpoint_id, rest, seconds_each, self.request.retries)
+    seconds_each = (time.monotonic() - started) / max(len(given_back) - len(rest), 1)
+    handed_on = hand_on(endpoint_id, rest, seconds_each, self.request.retries)
+    if later:  # they wait, as one task, on the queue until the first of them may go
+        due = min(decision.due for decision in later)
+        handed_on.append(later_call(deliveries_call(endpoint_id, held_back, self.request.retries), due))
     try:
-        notices = after_attempts(settings, registry(), made)
+        notices = after_attempts(given_back)
         queue_for(app).enqueue(retries + handed_on + notices)
     except OperationalError as exc:
         raise Reject(exc, requeue=True) from exc
     announce_retries(self, retries, waiting)
     counts = Counter(one.state.value for one in made)
-    if rest:
-        counts["handed_on"] = len(rest)
+    for key, many in (("held", len(held)), ("waiting", len(later)), ("handed_on", len(rest))):
+        if many:
+            counts[key] = many
     return dict(counts)
 
 
@@ -391,17 +394,6 @@ def hand_on(endpoint_id: str, rest: Sequence[Sequence[str]], seconds_each: float
     return [deliveries_call(endpoint_id, rest[n : n + per_task], retries) for n in range(0, len(rest), per_task)]
 
 
-def current_endpoint(endpoint_id: str) -> Endpoint | str:
-    """The endpoint as configured now, or why nothing is sent to it."""
-    if endpoint_id == OPERATOR_ENDPOINT_ID:
-        return operator_endpoint(settings) or "WEBHOOKS_OPERATOR_WEBHOOK_URL is not set"
-    try:
-        endpoint = registry().get(endpoint_id)
-    except EndpointNotFoundError:
-        return "the endpoint was removed"
-    return endpoint if endpoint.enabled else DISABLED
-
-
 def later_call(call: TaskCall, due: float) -> TaskCall:
     """``call`` as a task of its own due at ``due`` (Unix seconds)."""
     return replace(call, task_id=str(uuid4()), due=due)
@@ -416,14 +408,13 @@ def come_back(call: TaskCall, due: float) -> None:
         raise Reject(exc, requeue=True) from exc
 
 
-#: ``current_endpoint`` of a disabled endpoint: its deliveries are held (``hold.py``), not dropped.
-DISABLED = "the endpoint is disabled"
-
-
 def hold(endpoint_id: str, deliveries: Sequence[Sequence[str]]) -> None:
     """Hold deliveries for a disabled endpoint; a store that cannot take them puts the task back on the queue."""
+    if not deliveries:
+        return
+    log = delivery_log()
     try:
-        HeldDeliveries.for_settings(store_client(settings), delivery_log(), settings).hold(endpoint_id, deliveries)
+        HeldDeliveries.for_settings(store_client(settings), log, dropper(log), settings).hold(endpoint_id, deliveries)
     except redis.RedisError as exc:
         raise Reject(exc, requeue=True) from exc
 

@@ -119,7 +119,7 @@ class Endpoint(BaseModel):
     #: Why a disabled endpoint was disabled (automatically: after a run of failures, or a 410 Gone).
     disabled_reason: str = ""
     description: str = ""
-    #: At most this many attempts start in any one second, across all workers (``pipeline/rate.py``); None: no limit.
+    #: At most this many attempts start in any one second, across all workers (``endpoints/gate.py``); None: no limit.
     rate_limit_per_second: int | None = Field(None, ge=1, le=MAX_RATE_LIMIT_PER_SECOND)
     #: During a secret rotation the previous secret still signs, until this time.
     previous_secret: str | None = Field(None, repr=False)
@@ -163,7 +163,7 @@ class Registry(Protocol):
         """The ids of the endpoints subscribed to ``event_name``, enabled or not.
 
         Ids only: fan-out needs no more, and each delivery reads its endpoint again when it is sent (and
-        holds what is for a disabled one, ``pipeline/hold.py``).
+        holds what is for a disabled one, ``endpoints/held.py``).
         """
         ...
 
@@ -213,7 +213,7 @@ class WritableRegistry(Registry, Protocol):
 
     def disable(self, endpoint_id: str, reason: str = "") -> Endpoint:
         """Stop delivering at once, recording ``reason``; its deliveries, retries already scheduled included, are held
-        until it is enabled (``pipeline/hold.py``)."""
+        until it is enabled (``endpoints/held.py``)."""
         ...
 
     def remove(self, endpoint_id: str) -> None:

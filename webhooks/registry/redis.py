@@ -8,7 +8,7 @@ Layout (key templates below, rq style; no key literal appears anywhere else):
 - one JSON document per endpoint (the Endpoint model, secrets included);
 - a sorted set of every id, scored by a creation counter, so ``list()`` keeps creation order;
 - one set per event name holding the ids of the endpoints subscribed to it, enabled or not (a disabled
-  one's deliveries are held, ``pipeline/hold.py``). Versions before held deliveries left disabled
+  one's deliveries are held, ``endpoints/held.py``). Versions before held deliveries left disabled
   endpoints out of it: every write adds an endpoint to all its events' sets, not only to the new ones,
   and a worker adds every endpoint once as it starts (``index_every_endpoint``), so an endpoint disabled
   under an older version gets its events held and, once enabled, delivered.

@@ -285,7 +285,7 @@ def test_an_unreachable_delivery_log_still_shows_the_endpoints(registry):
 
 
 def test_the_list_shows_operator_notices_as_a_banner_and_why_an_endpoint_was_disabled(client, registry):
-    from webhooks.pipeline.notices import KEY_NOTICES, Notice, announce
+    from webhooks.endpoints.notices import KEY_NOTICES, Notice, announce
     from webhooks.store import store_client
 
     endpoint = registry.add("https://gone.example.com/", ["all"])

@@ -14,12 +14,12 @@ from click.testing import CliRunner
 
 from tests.attempts import write_attempt
 from tests.unit.ops.conftest import attempt_series, post, settings
+from webhooks.endpoints import OPERATOR_ENDPOINT_ID, HeldDeliveries, Notice, announce
 from webhooks.log import Attempt, FannedOut, State
 from webhooks.ops.cli import main
 from webhooks.ops.web.labels import breakable
 from webhooks.pipeline.attempt import record, refusal
-from webhooks.pipeline.hold import HeldDeliveries
-from webhooks.pipeline.notices import OPERATOR_ENDPOINT_ID, Notice, announce
+from webhooks.pipeline.drops import dropper
 
 BODY = '{"id":"evt","name":"user_created"}'
 
@@ -103,7 +103,9 @@ def test_a_test_event_to_a_disabled_endpoint_has_a_row_listed_as_held(app, clien
     ((_, event_id, body),) = [call.args for call in enqueued]
     assert log.get(f"{event_id}@{endpoint.id}").state is State.PENDING  # listed before its task runs
     services = app.extensions["webhooks"]
-    HeldDeliveries.for_settings(services.store, log, services.settings).hold(endpoint.id, [[event_id, body]])
+    HeldDeliveries.for_settings(services.store, log, dropper(log), services.settings).hold(
+        endpoint.id, [[event_id, body]]
+    )
     held = page_of(client, f"/deliveries?endpoint_id={endpoint.id}&state=held")
     assert f'data-delivery="{event_id}@{endpoint.id}"' in held
     assert f'href="/deliveries?endpoint_id={endpoint.id}&amp;state=held">1 delivery held</a>' in page_of(client, page)

@@ -190,12 +190,12 @@ def test_fanout_lists_its_deliveries_as_pending_first(registry, log, enqueued):
 
 
 @responses.activate
-def test_a_delivery_over_its_endpoints_cap_waits_on_the_queue_not_in_a_thread(registry, log, enqueued, monkeypatch):
-    from webhooks.pipeline.lanes import Lanes
+def test_a_delivery_over_its_endpoints_cap_waits_on_the_queue_not_in_a_thread(registry, log, enqueued):
+    from webhooks.endpoints import KEY_INFLIGHT
+    from webhooks.store import store_client
 
-    full = Lanes(fakeredis.FakeRedis(decode_responses=True), limit=1, lapse_seconds=60, deadline_seconds=20)
-    full.take("crm")
-    monkeypatch.setattr(tasks, "lanes", lambda: full)
+    taken = {f"slot_{n}": datetime.now(UTC).timestamp() + 60 for n in range(tasks.settings.endpoint_concurrency)}
+    store_client(tasks.settings).zadd(KEY_INFLIGHT.format(id="crm"), taken)  # every slot taken, by other workers
     before = datetime.now(UTC).timestamp()
     assert tasks.deliver.apply(args=("crm", "evt_1", BODY), retries=3).successful()
     assert deliver_many(2).get() == {"waiting": 2}
@@ -208,12 +208,13 @@ def test_a_delivery_over_its_endpoints_cap_waits_on_the_queue_not_in_a_thread(re
 
 @pytest.fixture
 def held(log):
-    from webhooks.pipeline.hold import KEY_HELD, HeldDeliveries
+    from webhooks.endpoints import KEY_HELD, HeldDeliveries
+    from webhooks.pipeline.drops import dropper
     from webhooks.store import store_client
 
     store = store_client(tasks.settings)
     store.delete(KEY_HELD.format(id="off"))
-    return HeldDeliveries.for_settings(store, log, tasks.settings)
+    return HeldDeliveries.for_settings(store, log, dropper(log), tasks.settings)
 
 
 @responses.activate
@@ -418,14 +419,9 @@ def test_a_batch_hands_on_at_once_when_at_the_latency_seen_it_would_take_more_th
 
 @pytest.fixture
 def limited(registry, monkeypatch):
-    """Endpoint ``crm`` at 2 requests per second, its window in a Redis of its own."""
-    from webhooks.pipeline.rate import RateLimits
-
+    """Endpoint ``crm`` at 2 requests per second (its window in the process's store, fresh for each test)."""
     crm = registry.get("crm").model_copy(update={"rate_limit_per_second": 2})
     monkeypatch.setattr(tasks, "registry", lambda: MemoryRegistry([crm, *registry.list()[1:]]))
-    limits = RateLimits(fakeredis.FakeRedis(decode_responses=True))
-    monkeypatch.setattr(tasks, "rate_limits", lambda: limits)
-    return limits
 
 
 @responses.activate
@@ -444,7 +440,7 @@ def test_a_delivery_over_its_endpoints_rate_limit_waits_on_the_queue_until_the_w
 def test_a_batch_sends_what_the_rate_limit_allows_and_the_rest_waits_as_one_task(limited, log, enqueued):
     responses.post(URL, status=200)
     before = datetime.now(UTC).timestamp()
-    assert deliver_many(5, retries=2).get() == {"delivered": 2, "handed_on": 3}
+    assert deliver_many(5, retries=2).get() == {"delivered": 2, "waiting": 3}
     assert len(responses.calls) == 2
     (rest,) = enqueued
     assert (rest.name, [event_id for event_id, _ in rest.args[1]], rest.retries) == (

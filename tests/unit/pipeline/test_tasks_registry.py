@@ -28,6 +28,10 @@ class FlakyRegistry(MemoryRegistry):
         self._fail_first()
         return super().get(endpoint_id)
 
+    def get_many(self, endpoint_ids):
+        self._fail_first()
+        return super().get_many(endpoint_ids)
+
     def subscribers(self, event_name):
         self._fail_first()
         return super().subscribers(event_name)

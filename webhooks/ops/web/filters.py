@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeVar
 
+from webhooks.endpoints import OPERATOR_ENDPOINT_ID
 from webhooks.events import EVENT_NAMES
 from webhooks.log import STATE_NAMES, DeliveryQuery, State, split_delivery_id
 from webhooks.log.queries import parse_cursor
-from webhooks.pipeline.notices import OPERATOR_ENDPOINT_ID
 from webhooks.registry import Endpoint
 
 __all__ = ["ENDPOINTS_PER_PAGE", "DELIVERIES_PER_PAGE", "SOURCES", "DeliveryFilters", "EndpointFilters"]

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from markupsafe import Markup, escape
 
-from webhooks.pipeline.notices import OPERATOR_ENDPOINT_ID
+from webhooks.endpoints import OPERATOR_ENDPOINT_ID
 from webhooks.registry import Endpoint, Registry
 
 __all__ = ["OPERATOR_LABEL", "breakable", "endpoint_label", "endpoint_labels"]

@@ -10,6 +10,7 @@ from flask import Blueprint, current_app, flash, redirect, render_template, requ
 from werkzeug.wrappers import Response
 
 from webhooks.catalog import KINDS, TEST_EVENT_FIELDS, sample_arguments, sample_payload
+from webhooks.endpoints import Standing, dismiss, dismissed_at, recent_notices, standing_notices
 from webhooks.errors import DeliveryLogError, InvalidEventError, ReadOnlyRegistryError
 from webhooks.events import EVENT_GROUPS, EVENT_NAMES
 from webhooks.log import STATE_NAMES, DeliverySummary, EndpointActivity, Page, State
@@ -26,7 +27,6 @@ from webhooks.ops.web.forms import EndpointForm
 from webhooks.ops.web.labels import endpoint_label, endpoint_labels
 from webhooks.ops.wording import plural
 from webhooks.pipeline.address import AddressPolicy
-from webhooks.pipeline.notices import Standing, dismiss, dismissed_at, recent_notices, standing_notices
 from webhooks.publish import send_test_event
 from webhooks.registry import WritableRegistry, masked_url
 from webhooks.registry import writable as registry_writable
@@ -291,7 +291,7 @@ def test_event(endpoint_id: str) -> Response | str | tuple[str, int]:
     if name not in EVENT_NAMES:
         flash(f"Choose one of the {len(EVENT_NAMES)} event kinds; {name!r} is not one.", "error")
         return redirect(url_for("views.endpoint", endpoint_id=endpoint_id))
-    if name not in endpoint.events:  # workers refuse to sign it (pipeline/guard.py)
+    if name not in endpoint.events:  # workers refuse to sign it (endpoints/guard.py)
         flash(f"This endpoint does not subscribe to {name}; choose one of the events it receives.", "error")
         return redirect(url_for("views.endpoint", endpoint_id=endpoint_id))
     fields = request.form.get("fields") if request.method == "POST" else None

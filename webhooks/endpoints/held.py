@@ -1,48 +1,55 @@
 """Disabled means held, not dropped: the deliveries a disabled endpoint would have had, kept until it is enabled.
 
-A delivery task that finds its endpoint disabled (by the operator, or by ``watch.py``) hands its deliveries to
-``HeldDeliveries.hold`` instead of dropping them: a fresh event fanned out to it (the registry's subscribers
-include disabled endpoints, so that fan-out sends them their deliveries to be held) or a retry coming due. They
-wait in the store's Redis, one list per endpoint, oldest first, at most ``WEBHOOKS_HOLD_MAX``: the oldest beyond
-it are recorded as dropped with that reason. The delivery log lists them as ``held``. The list expires the
-delivery log's retention after the last one held. On re-enabling, the operator sends them or discards them
-(recorded as dropped): ``ops/held.py``, ``enable``.
+A delivery task whose gate says ``Hold`` (its endpoint disabled by the operator, or by the bookkeeping) hands
+its deliveries to ``HeldDeliveries.hold`` instead of dropping them: a fresh event fanned out to it (the
+registry's subscribers include disabled endpoints, so that fan-out sends them their deliveries to be held) or a
+retry coming due. They wait in the store's Redis, one list per endpoint, oldest first, at most
+``WEBHOOKS_HOLD_MAX``: the oldest beyond it are recorded as dropped with that reason. The delivery log lists
+them as ``held``. The list expires the delivery log's retention after the last one held. On re-enabling, the
+operator sends them or discards them (recorded as dropped): ``ops/held.py``, ``enable``. Recording a drop is the
+pipeline's (a log line, a metric, the delivery log's record of an attempt not made), so the caller hands it in
+(``Dropper``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import cast
 
 import redis
 
 from webhooks.errors import DeliveryLogError
 from webhooks.log import DeliveryLog
-from webhooks.pipeline.attempt import record, refusal
 from webhooks.settings import Settings
 
-__all__ = ["KEY_HELD", "HeldDeliveries"]
+__all__ = ["KEY_HELD", "Dropper", "HeldDeliveries"]
 
 logger = logging.getLogger("webhooks.delivery")
 
 #: An endpoint's held deliveries, oldest first: JSON ``[event_id, body]``.
 KEY_HELD = "webhooks:held:{id}"
 
+#: Records an endpoint's deliveries ``[[event_id, body], ...]`` as dropped, for a reason ("... was dropped: why").
+Dropper = Callable[[str, Sequence[Sequence[str]], str], None]
+
 
 class HeldDeliveries:
     """The held deliveries of every endpoint, in the store's Redis."""
 
-    def __init__(self, client: redis.Redis, log: DeliveryLog, *, hold_max: int, retention_seconds: int) -> None:
+    def __init__(
+        self, client: redis.Redis, log: DeliveryLog, drop: Dropper, *, hold_max: int, retention_seconds: int
+    ) -> None:
         self._redis = client
         self._log = log
+        self._drop = drop
         self.hold_max = hold_max
         self.retention_seconds = retention_seconds
 
     @classmethod
-    def for_settings(cls, client: redis.Redis, log: DeliveryLog, settings: Settings) -> HeldDeliveries:
-        return cls(client, log, hold_max=settings.hold_max, retention_seconds=settings.delivery_log_retention)
+    def for_settings(cls, client: redis.Redis, log: DeliveryLog, drop: Dropper, settings: Settings) -> HeldDeliveries:
+        return cls(client, log, drop, hold_max=settings.hold_max, retention_seconds=settings.delivery_log_retention)
 
     def hold(self, endpoint_id: str, deliveries: Sequence[Sequence[str]]) -> None:
         """Keep ``[[event_id, body], ...]`` for ``endpoint_id``; the oldest beyond ``hold_max`` are dropped."""
@@ -80,6 +87,3 @@ class HeldDeliveries:
         self._drop(endpoint_id, held, "the operator discarded the deliveries held while the endpoint was disabled")
         self.forget(endpoint_id, len(held))
         return len(held)
-
-    def _drop(self, endpoint_id: str, deliveries: Sequence[Sequence[str]], why: str) -> None:
-        record(self._log, [refusal(endpoint_id, event_id, body, 1, why) for event_id, body in deliveries])

@@ -6,9 +6,10 @@ import fakeredis
 import pytest
 
 from tests.attempts import write_attempt
+from webhooks.endpoints.held import HeldDeliveries
 from webhooks.errors import DeliveryNotFoundError
 from webhooks.log import Attempt, DeliveryLog, FannedOut, State
-from webhooks.pipeline.hold import HeldDeliveries
+from webhooks.pipeline.drops import dropper
 
 
 def body(n):
@@ -18,7 +19,7 @@ def body(n):
 def held(hold_max=3):
     client = fakeredis.FakeRedis(decode_responses=True)
     log = DeliveryLog(client)
-    return HeldDeliveries(client, log, hold_max=hold_max, retention_seconds=3600), log
+    return HeldDeliveries(client, log, dropper(log), hold_max=hold_max, retention_seconds=3600), log
 
 
 def test_the_oldest_beyond_hold_max_are_recorded_as_dropped_with_that_reason():

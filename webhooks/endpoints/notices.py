@@ -5,6 +5,7 @@ the settings page shows as a banner, and, when ``WEBHOOKS_OPERATOR_WEBHOOK_URL``
 an operator event. That POST is an ordinary ``webhooks.deliver`` to a built-in endpoint, ``OPERATOR_ENDPOINT_ID``,
 that ``operator_endpoint`` makes from the settings: the same signing (``http.send``), the same autoretry, the
 same delivery log, with no second sender to keep in step. Its own failures make no notices (no loop).
+``announce`` hands back those deliveries; turning them into tasks is the pipeline's business.
 """
 
 from __future__ import annotations
@@ -13,15 +14,14 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
-from typing import Literal, cast, get_args
+from datetime import datetime
+from typing import Literal, cast
 from uuid import uuid4
 
 import redis
 
+from webhooks.endpoints.decision import Delivery
 from webhooks.logformat import log_fields
-from webhooks.pipeline.guard import unsendable
-from webhooks.queue.base import TaskCall, delivery_call
 from webhooks.registry import Endpoint
 from webhooks.settings import Settings
 
@@ -31,6 +31,7 @@ __all__ = [
     "NOTICES_KEPT",
     "OPERATOR_ENDPOINT_ID",
     "Notice",
+    "NoticeName",
     "Standing",
     "announce",
     "dismiss",
@@ -38,7 +39,6 @@ __all__ = [
     "operator_endpoint",
     "recent_notices",
     "standing_notices",
-    "unsendable_to",
 ]
 
 logger = logging.getLogger("webhooks.operator")
@@ -121,8 +121,8 @@ def operator_endpoint(settings: Settings) -> Endpoint | None:
     )
 
 
-def announce(settings: Settings, client: redis.Redis, notices: Sequence[Notice]) -> list[TaskCall]:
-    """Log each notice and keep it for the banner; return the deliveries of the operator events to enqueue."""
+def announce(settings: Settings, client: redis.Redis, notices: Sequence[Notice]) -> list[Delivery]:
+    """Log each notice and keep it for the banner; return the operator events' deliveries, to be sent."""
     if not notices:
         return []
     for notice in notices:
@@ -137,27 +137,11 @@ def announce(settings: Settings, client: redis.Redis, notices: Sequence[Notice])
         logger.warning("The operator notices above could not be kept for the settings page: %s.", exc)
     if operator_endpoint(settings) is None:
         return []
-    calls = []
+    deliveries = []
     for notice in notices:
         notice_id = "evt_" + uuid4().hex
-        calls.append(delivery_call(OPERATOR_ENDPOINT_ID, notice_id, notice.body(notice_id)))
-    return calls
-
-
-def unsendable_to(endpoint: Endpoint, event_id: str, body: str) -> str | None:
-    """``guard.unsendable`` for a delivery, and for the built-in operator endpoint its own rule: only a body
-    ``Notice.body`` would write, byte for byte, for this id, is signed with the operator secret."""
-    if endpoint.id != OPERATOR_ENDPOINT_ID:
-        return unsendable(endpoint, event_id, body)
-    try:
-        event = json.loads(body)
-        data = event["data"]
-        at = datetime.strptime(event["occurred_at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-        notice = Notice(event["name"], data["endpoint_id"], data["reason"], at, data.get("event_id", ""))
-        written = notice.body(event_id) if event["name"] in get_args(NoticeName) else None
-    except (ValueError, KeyError, TypeError):
-        written = None
-    return None if written == body else "the body is not an operator event"
+        deliveries.append(Delivery(OPERATOR_ENDPOINT_ID, notice_id, notice.body(notice_id)))
+    return deliveries
 
 
 def recent_notices(client: redis.Redis) -> list[Notice]:

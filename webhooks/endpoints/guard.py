@@ -1,4 +1,4 @@
-"""What a delivery task refuses to sign: a body that is not an event, or an event its endpoint does not take.
+"""What the gate refuses to sign: a body that is not an event, or an event its endpoint does not take.
 
 A delivery task signs whatever body its arguments carry. Anyone who can send tasks (Flower's "apply"
 with its password, a shell on the broker) could otherwise have the service sign any bytes for any
@@ -11,15 +11,24 @@ It runs on every attempt, so it is one pass of pydantic's ``validate_json`` over
 (``json.loads`` then validation costs more); its cost, measured in docs/performance.md, is small beside a
 delivery's. No cache: a hit would save it only when the same body comes back (fan-out, retries), while
 each entry could hold up to ``WEBHOOKS_MAX_EVENT_BYTES``.
+
+It lives beside the gate rather than in the pipeline because half of it is the endpoint's (what it subscribes
+to, and the built-in operator endpoint's own rule, ``unsendable_to``); the body's validation is the event's,
+and can move to where a batch first meets the body, once, leaving the subscription check here.
 """
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
+from typing import get_args
+
+from webhooks.endpoints.notices import OPERATOR_ENDPOINT_ID, Notice, NoticeName
 from webhooks.errors import InvalidEventError
 from webhooks.events import parse_event
 from webhooks.registry import Endpoint
 
-__all__ = ["unsendable"]
+__all__ = ["unsendable", "unsendable_to"]
 
 #: Characters of a refused body's validation message kept in the reason: the first problem, and never
 #: more than a short echo of what the sender wrote (the reason is logged and shown on the settings page).
@@ -41,3 +50,19 @@ def unsendable(endpoint: Endpoint, event_id: object, body: object) -> str | None
     if event.name not in endpoint.events:
         return f"endpoint {endpoint.id!r} does not subscribe to {event.name!r} events"
     return None
+
+
+def unsendable_to(endpoint: Endpoint, event_id: str, body: str) -> str | None:
+    """``unsendable`` for a delivery, and for the built-in operator endpoint its own rule: only a body
+    ``Notice.body`` would write, byte for byte, for this id, is signed with the operator secret."""
+    if endpoint.id != OPERATOR_ENDPOINT_ID:
+        return unsendable(endpoint, event_id, body)
+    try:
+        event = json.loads(body)
+        data = event["data"]
+        at = datetime.strptime(event["occurred_at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        notice = Notice(event["name"], data["endpoint_id"], data["reason"], at, data.get("event_id", ""))
+        written = notice.body(event_id) if event["name"] in get_args(NoticeName) else None
+    except (ValueError, KeyError, TypeError):
+        written = None
+    return None if written == body else "the body is not an operator event"

@@ -5,7 +5,7 @@ from email.utils import format_datetime
 
 import pytest
 
-from webhooks.pipeline.health import retry_after_seconds, wait_before_retry
+from webhooks.endpoints.rules import retry_after_seconds, wait_before_retry
 
 NOW = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 

@@ -1,4 +1,4 @@
-"""An endpoint's health: what its answers change about what the sender does next.
+"""An endpoint's health: what its answers change about what the sender does next (pure rules, no store).
 
 ``Retry-After`` on 429 and 503: ``http.py`` reads the header with ``retry_after_seconds``, and the
 delivery tasks lengthen the countdown Celery's backoff chose with ``wait_before_retry``. The header only
@@ -7,7 +7,10 @@ an hour cannot keep a delivery waiting longer than the backoff's ceiling, nor ma
 
 Auto-disable: ``disable_reason`` says when a run of failed attempts disables an endpoint: a 410 Gone at
 once, or nothing but failures (at least DISABLE_MIN_FAILURES) for ``WEBHOOKS_DISABLE_AFTER_SECONDS``;
-``watch.py`` keeps the runs and acts on it.
+the bookkeeping (``bookkeeping.py``) keeps the runs and acts on it.
+
+The circuit: ``timed_out`` says which attempts count towards CIRCUIT_TIMEOUTS (no answer at all in time),
+the kind of failure that holds a sender's slot for the whole deadline.
 """
 
 from __future__ import annotations
@@ -15,10 +18,23 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-__all__ = ["DISABLE_MIN_FAILURES", "RETRY_AFTER_STATUSES", "disable_reason", "retry_after_seconds", "wait_before_retry"]
+from webhooks.log import Attempt
+
+__all__ = [
+    "CIRCUIT_TIMEOUTS",
+    "DISABLE_MIN_FAILURES",
+    "RETRY_AFTER_STATUSES",
+    "disable_reason",
+    "retry_after_seconds",
+    "timed_out",
+    "wait_before_retry",
+]
 
 #: Failed attempts in a row an endpoint must have before it is disabled for failing (a 410 needs one).
 DISABLE_MIN_FAILURES = 10
+
+#: Time-outs in a row that open an endpoint's circuit: it then gets one slot, one probe at a time.
+CIRCUIT_TIMEOUTS = 5
 
 #: The answers whose ``Retry-After`` is honoured: Too Many Requests and Service Unavailable (RFC 9110 10.2.3).
 RETRY_AFTER_STATUSES = frozenset({429, 503})
@@ -58,3 +74,9 @@ def disable_reason(status_code: int | None, since: float, failures: int, now: fl
     if failures >= DISABLE_MIN_FAILURES and now - since >= window:
         return f"nothing but failed attempts ({failures}) for {round(now - since)} s"
     return None
+
+
+def timed_out(attempt: Attempt) -> bool:
+    """Whether the attempt got no answer in time (the kind of failure that holds a sender for its deadline)."""
+    error = attempt.error or ""
+    return attempt.status_code is None and ("Timeout" in error or "timed out" in error or "TimeLimit" in error)

@@ -13,12 +13,12 @@ import responses
 from tests.attempts import write_attempt
 from tests.unit.pipeline.test_tasks import BODY, URL, body
 from webhooks.catalog import sample_arguments
+from webhooks.endpoints.guard import unsendable
 from webhooks.errors import PermanentDeliveryError
 from webhooks.events import EVENT_NAMES
 from webhooks.log import Attempt, DeliveryLog, State
 from webhooks.ops.redelivery import redeliver
 from webhooks.pipeline import tasks
-from webhooks.pipeline.guard import unsendable
 from webhooks.publish import publish_events, send_test_event
 from webhooks.registry import Endpoint, MemoryRegistry
 from webhooks.samples import sample_event_kwargs

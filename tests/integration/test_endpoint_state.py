@@ -1,0 +1,138 @@
+"""The gate and the bookkeeping on a real redis-server: a batch to a mix of endpoints is one script each way.
+
+The batch goes to five endpoints: one disabled, one at its in-flight cap, one at its rate limit, one whose
+circuit is open (its probe in flight), one fine. Round trips are counted on the client's connections: each
+write of a command (or of a pipeline) to the server is one.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+import pytest
+import redis
+
+from tests.unit.endpoints.test_gate import endpoint
+from tests.unit.pipeline.test_tasks import body
+from webhooks.endpoints import (
+    KEY_CIRCUIT,
+    KEY_FAILING,
+    KEY_INFLIGHT,
+    KEY_PACE,
+    KEY_RATE,
+    Bookkeeping,
+    Delivery,
+    Drop,
+    Gate,
+    GivenBack,
+    Hold,
+    Later,
+    Send,
+)
+from webhooks.endpoints.rules import CIRCUIT_TIMEOUTS
+from webhooks.log import Attempt
+from webhooks.pipeline.attempt import Made
+from webhooks.registry import RedisRegistry
+
+pytestmark = pytest.mark.integration
+
+LIMIT = 2
+
+
+def counting_client(url: str) -> tuple[redis.Redis, list[int]]:
+    """A client of ``url`` and the number of round trips it has made (writes to the server)."""
+    trips = [0]
+
+    class Counting(redis.Connection):
+        def send_packed_command(self, command, check_health=True):
+            trips[0] += 1
+            super().send_packed_command(command, check_health)
+
+    pool = redis.ConnectionPool.from_url(url, connection_class=Counting, decode_responses=True)
+    return redis.Redis(connection_pool=pool), trips
+
+
+def made(send: Send, event_id: str, status: int) -> Made:
+    outcome = "delivered" if status < 300 else "retry"
+    attempt = Attempt(number=1, at=datetime.now(UTC), outcome=outcome, latency_ms=5.0, status_code=status)
+    return Made(send.endpoint.id, event_id, body(1), attempt)
+
+
+def test_a_mixed_batch_is_one_gate_script_and_one_bookkeeping_script(own_redis_server):
+    server = own_redis_server()
+    store, trips = counting_client(server.url)
+    registry_client, registry_trips = counting_client(server.url)
+    registry = RedisRegistry(registry_client)
+    for one in (endpoint("off", enabled=False), endpoint("full"), endpoint("limited", rate_limit_per_second=1)):
+        registry.save(one)
+    registry.save(endpoint("tripped"))
+    registry.save(endpoint("fine"))
+    now = time.time()
+    store.zadd(KEY_INFLIGHT.format(id="full"), {f"other_{n}": now + 60 for n in range(LIMIT)})  # other workers'
+    store.zadd(KEY_RATE.format(id="limited"), {"started": now - 0.5})  # an attempt half a second ago
+    store.set(KEY_CIRCUIT.format(id="tripped"), CIRCUIT_TIMEOUTS)
+    gate = Gate(store, registry, limit=LIMIT, lapse_seconds=60, deadline_seconds=20)
+    books = Bookkeeping(store, deadline_seconds=20, disable_after_seconds=3600)
+    (warm_up,) = gate.decide([Delivery("fine", "evt_0", body(0))])  # the scripts loaded, the connections made
+    books.after(registry, [GivenBack(warm_up.slot)])
+    batch = [
+        Delivery("off", "evt_1", body(1)),
+        Delivery("full", "evt_1", body(1)),
+        Delivery("limited", "evt_1", body(1)),
+        Delivery("tripped", "evt_1", body(1)),
+        Delivery("tripped", "evt_2", body(2)),
+        Delivery("fine", "evt_1", body(1)),
+        Delivery("gone", "evt_1", body(1)),
+    ]
+    trips[0] = registry_trips[0] = 0
+
+    off, full, limited, probe, tripped, fine, gone = gate.decide(batch)
+
+    assert (trips[0], registry_trips[0]) == (1, 1)
+    assert (off, gone) == (Hold(), Drop("the endpoint was removed"))
+    assert (full.reason, limited.reason, tripped.reason) == (
+        "its endpoint is at its in-flight cap",
+        "its endpoint is at its rate limit",
+        "its endpoint's circuit is open (one probe at a time)",
+    )
+    assert all(isinstance(later, Later) for later in (full, limited, tripped))
+    assert limited.due == pytest.approx(now + 0.5, abs=0.5)
+    assert isinstance(probe, Send) and isinstance(fine, Send)
+    assert store.zscore(KEY_INFLIGHT.format(id="tripped"), probe.slot.id) is not None
+    assert store.zcard(KEY_INFLIGHT.format(id="full")) == LIMIT  # nothing taken over the cap
+    assert store.zcard(KEY_RATE.format(id="limited")) == 1  # nothing counted over the limit
+
+    # The probe is answered (the circuit closes) and the fine endpoint fails once: one script, whatever the mix.
+    given_back = [GivenBack(probe.slot, made(probe, "evt_1", 200)), GivenBack(fine.slot, made(fine, "evt_1", 503))]
+    trips[0] = 0
+    assert books.after(registry, given_back) == []
+    assert trips[0] == 1
+    assert store.exists(KEY_CIRCUIT.format(id="tripped")) == 0
+    assert store.zcard(KEY_INFLIGHT.format(id="tripped")) == store.zcard(KEY_INFLIGHT.format(id="fine")) == 0
+    assert 0 < float(store.get(KEY_PACE.format(id="fine"))) < 20
+    assert store.hget(KEY_FAILING.format(id="fine"), "failures") == "1"
+
+
+def test_the_bookkeeping_goes_in_the_callers_pipeline_and_a_410_then_disables_its_endpoint(own_redis_server):
+    server = own_redis_server()
+    store, trips = counting_client(server.url)
+    registry = RedisRegistry(redis.Redis.from_url(server.url, decode_responses=True))
+    registry.save(endpoint("gone"))
+    registry.save(endpoint("fine"))
+    gate = Gate(store, registry, limit=LIMIT, lapse_seconds=60, deadline_seconds=20)
+    books = Bookkeeping(store, deadline_seconds=20, disable_after_seconds=3600)
+    gone, fine = gate.decide([Delivery("gone", "evt_1", body(1)), Delivery("fine", "evt_1", body(1))])
+    tally = books.tally(
+        [GivenBack(gone.slot, made(gone, "evt_1", 410)), GivenBack(fine.slot, made(fine, "evt_1", 200))]
+    )
+    trips[0] = 0
+    with store.pipeline(transaction=False) as pipe:
+        pipe.incr("the-callers-own-write")  # the delivery log's record of the attempts would go here
+        tally.queue(pipe)
+        _, answer = pipe.execute()
+    assert trips[0] == 1
+    (notice,) = books.settle(registry, tally, answer)
+    assert (notice.name, notice.endpoint_id, notice.reason) == ("endpoint_disabled", "gone", "it answered 410 Gone")
+    assert not registry.get("gone").enabled and registry.get("fine").enabled
+    assert trips[0] == 2  # one more, to claim the run, only because an endpoint is disabled

@@ -1,0 +1,45 @@
+-- The bookkeeping after a batch's attempts, one script for the whole batch: slots given back, circuits, runs of
+-- failures and paces, each read-and-change atomic (another worker's attempt on the same endpoint may end a run
+-- at any moment, and must not fall between the writes and the read of this one).
+--
+-- KEYS: five per endpoint (keys.py, state_keys): inflight, circuit, pace, rate, failing.
+-- ARGV: how long a pace is kept (seconds), then each endpoint's pace ('' when it made no attempt), then four per
+--       delivery given back: its endpoint's number (1-based, in KEYS), its slot ('' when it had none), the circuit's
+--       change ('t' a time-out, 'a' an answer, '-' neither, '' not attempted: its rate-window count is given back
+--       too) and its run's ('end' a success, the epoch seconds of a failure, '' none).
+-- Returns per delivery {failures, since}: for a failure the run with it counted, for a success the run it ended
+-- ({0, 0}: there was none), else {0, 0}.
+local kept = ARGV[1]
+local endpoints = math.floor(#KEYS / 5)
+local answers = {}
+for i = 2 + endpoints, #ARGV, 4 do
+  local base = (tonumber(ARGV[i]) - 1) * 5
+  local slot, circuit, run = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local failing = KEYS[base + 5]
+  if slot ~= '' then
+    redis.call('ZREM', KEYS[base + 1], slot)
+    if circuit == '' then redis.call('ZREM', KEYS[base + 4], slot) end
+  end
+  if circuit == 't' then
+    redis.call('INCR', KEYS[base + 2])
+  elseif circuit == 'a' then
+    redis.call('DEL', KEYS[base + 2])
+  end
+  local answer = {0, '0'}
+  if run == 'end' then
+    local failures = redis.call('HGET', failing, 'failures')
+    if failures then
+      redis.call('DEL', failing)
+      answer = {tonumber(failures), '0'}
+    end
+  elseif run ~= '' then
+    redis.call('HSETNX', failing, 'since', run)
+    answer = {redis.call('HINCRBY', failing, 'failures', 1), redis.call('HGET', failing, 'since')}
+  end
+  answers[#answers + 1] = answer
+end
+for n = 1, endpoints do
+  local pace = ARGV[1 + n]
+  if pace ~= '' then redis.call('SET', KEYS[(n - 1) * 5 + 3], pace, 'EX', kept) end
+end
+return answers

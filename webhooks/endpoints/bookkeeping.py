@@ -1,0 +1,207 @@
+"""The bookkeeping after a batch's attempts: slots back, circuits, paces, runs of failures, and what they disable.
+
+One script (``bookkeeping.lua``) for the whole batch, whatever mix of endpoints it went to: each delivery's slot
+given back (and, for one never attempted, its count in the rate window), each attempt's effect on its
+endpoint's circuit (a time-out counts, any HTTP answer closes it) and on its run of failed attempts
+(``webhooks:failing:{id}``: when it began, how many), and each endpoint's pace (how long its attempts held
+their slots, the deadline if one timed out), which sets its cap (``gate.py``).
+
+``Bookkeeping.tally`` prepares that script for a batch; a caller may send it in its own pipeline beside the
+delivery log's record of the same attempts (``Tally.queue``, then ``settle`` with the answer), or let
+``after`` send it alone. ``settle`` turns the answer into what the operator must hear (``notices.py``): a
+recovery, a delivery that failed for good, and the endpoints the runs now disable (``rules.disable_reason``),
+disabled in the registry with the reason. Whoever deletes a run disables its endpoint, so two workers
+seeing it at once make one notice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import redis
+from redis.commands.core import Script
+
+from webhooks.endpoints.decision import Slot
+from webhooks.endpoints.keys import KEY_FAILING, state_keys
+from webhooks.endpoints.notices import OPERATOR_ENDPOINT_ID, Notice
+from webhooks.endpoints.rules import DISABLE_MIN_FAILURES, disable_reason, timed_out
+from webhooks.errors import WebhooksError
+from webhooks.log import Attempt, State
+from webhooks.registry import Registry, writable
+from webhooks.settings import Settings
+from webhooks.store import lua, script
+
+__all__ = ["PACE_KEPT_SECONDS", "Attempted", "Bookkeeping", "GivenBack", "Tally"]
+
+logger = logging.getLogger("webhooks.operator")
+
+#: The script beside this module.
+_SCRIPT = "bookkeeping.lua"
+#: Seconds a pace is remembered: an endpoint idle for longer starts again from the plain limit.
+PACE_KEPT_SECONDS = 600
+
+
+class Attempted(Protocol):
+    """What the bookkeeping reads of an attempt made (the pipeline's ``Made`` is one)."""
+
+    @property
+    def endpoint_id(self) -> str: ...
+    @property
+    def event_id(self) -> str: ...
+    @property
+    def attempt(self) -> Attempt: ...
+    @property
+    def state(self) -> State: ...
+    @property
+    def reason(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class GivenBack:
+    """A slot the gate gave, and the attempt made with it (None: none was, the delivery was handed on)."""
+
+    slot: Slot
+    made: Attempted | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """One batch's bookkeeping, ready to send: ``queue`` it on a pipeline, or ``Bookkeeping.after`` sends it."""
+
+    given_back: Sequence[GivenBack]
+    keys: list[str]
+    args: list[str | float]
+    run: Script
+    text: str
+
+    def queue(self, pipe: redis.client.Pipeline) -> None:
+        """Add the script to ``pipe``; its answer is the pipeline's at the same place, for ``settle``.
+
+        It goes as EVAL with its text (a couple of kilobytes): a registered script in a pipeline costs
+        redis-py a SCRIPT EXISTS round trip on every ``execute``."""
+        pipe.eval(self.text, len(self.keys), *self.keys, *self.args)
+
+
+class Bookkeeping:
+    """The endpoints' state after attempts, in the store, and the auto-disable it decides."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        deadline_seconds: float,
+        disable_after_seconds: float,
+    ) -> None:
+        self.deadline_seconds = deadline_seconds
+        self.disable_after_seconds = disable_after_seconds
+        self._redis = client
+        self._script: Script = script(client, __package__, _SCRIPT)
+
+    @classmethod
+    def for_settings(cls, client: redis.Redis, settings: Settings) -> Bookkeeping:
+        return cls(
+            client, deadline_seconds=settings.attempt_deadline, disable_after_seconds=settings.disable_after_seconds
+        )
+
+    def tally(self, given_back: Sequence[GivenBack]) -> Tally:
+        """The script call that records ``given_back`` (any mix of endpoints) in one round trip."""
+        numbers = {
+            endpoint_id: n + 1 for n, endpoint_id in enumerate(dict.fromkeys(g.slot.endpoint_id for g in given_back))
+        }
+        paces: dict[str, float] = {}
+        records: list[str | float] = []
+        for one in given_back:
+            endpoint_id, made = one.slot.endpoint_id, one.made
+            records += [numbers[endpoint_id], one.slot.id or "", _circuit(made), _run(made)]
+            if made is not None:
+                paces[endpoint_id] = max(paces.get(endpoint_id, 0.001), self._held(one.slot, made.attempt))
+        args: list[str | float] = [PACE_KEPT_SECONDS]
+        args += [round(paces[endpoint_id], 3) if endpoint_id in paces else "" for endpoint_id in numbers]
+        return Tally(given_back, state_keys(list(numbers)), args + records, self._script, lua(__package__, _SCRIPT))
+
+    def after(self, registry: Registry, given_back: Sequence[GivenBack]) -> list[Notice]:
+        """Record ``given_back`` (one round trip), disable what must be, and return the operator notices. The
+        store unreachable, it says so in a log line and changes nothing (a slot not given back lapses)."""
+        if not given_back:
+            return []
+        tally = self.tally(given_back)
+        try:
+            answer = tally.run(keys=tally.keys, args=tally.args)
+        except redis.RedisError as exc:
+            logger.warning(
+                "Endpoint health was not updated after %d attempts: the store failed (%s).", len(given_back), exc
+            )
+            return []
+        return self.settle(registry, tally, answer)
+
+    def settle(self, registry: Registry, tally: Tally, answer: Sequence[Sequence[Any]]) -> list[Notice]:
+        """The notices ``answer`` (the script's) makes, the endpoints it disables disabled in ``registry``."""
+        notices: list[Notice] = []
+        disabling: dict[str, tuple[str, Attempted]] = {}
+        for one, (failures, since) in zip(tally.given_back, answer, strict=True):
+            made = one.made
+            if made is None or _run(made) == "":
+                continue
+            attempt = made.attempt
+            if made.state is State.DELIVERED:
+                if int(failures) >= DISABLE_MIN_FAILURES:
+                    reason = f"it answered HTTP {attempt.status_code} after {failures} failed attempts"
+                    notices.append(Notice("endpoint_recovered", made.endpoint_id, reason, attempt.at))
+                continue
+            if made.state is State.FAILED:
+                notices.append(Notice("delivery_failed", made.endpoint_id, made.reason, attempt.at, made.event_id))
+            at = attempt.at.timestamp()
+            why = disable_reason(attempt.status_code, float(since), int(failures), at, self.disable_after_seconds)
+            if why is not None:
+                disabling.setdefault(made.endpoint_id, (why, made))
+        return notices + self._disable(registry, disabling)
+
+    def _disable(self, registry: Registry, disabling: dict[str, tuple[str, Attempted]]) -> list[Notice]:
+        """Disable each endpoint whose run this worker deletes first (one round trip for them all)."""
+        if not disabling:
+            return []
+        try:
+            with self._redis.pipeline(transaction=False) as pipe:
+                for endpoint_id in disabling:
+                    pipe.delete(KEY_FAILING.format(id=endpoint_id))
+                won = pipe.execute()
+        except redis.RedisError as exc:
+            logger.warning("Endpoints %s were not disabled: the store failed (%s).", ", ".join(disabling), exc)
+            return []
+        notices = []
+        for (endpoint_id, (why, made)), deleted in zip(disabling.items(), won, strict=True):
+            if deleted != 1:
+                continue  # another worker ended or disabled the run meanwhile
+            try:
+                writable(registry).disable(endpoint_id, why)
+            except WebhooksError as exc:
+                logger.warning("Endpoint %r was not disabled (%s): %s", endpoint_id, why, exc)
+            else:
+                notices.append(Notice("endpoint_disabled", endpoint_id, why, made.attempt.at))
+        return notices
+
+    def _held(self, slot: Slot, attempt: Attempt) -> float:
+        """How long the attempt held its slot: until it ended, or the whole deadline if it timed out."""
+        if timed_out(attempt):
+            return self.deadline_seconds
+        return attempt.at.timestamp() + attempt.latency_ms / 1000 - slot.taken_at
+
+
+def _circuit(made: Attempted | None) -> str:
+    """The attempt's effect on its endpoint's circuit, in the script's words."""
+    if made is None:
+        return ""
+    if timed_out(made.attempt):
+        return "t"
+    return "a" if made.attempt.status_code is not None else "-"
+
+
+def _run(made: Attempted | None) -> str:
+    """The attempt's effect on its endpoint's run of failures: a success ends it, a failure (its time) counts.
+    A refusal counts in no run, nor does the operator endpoint (its own failures make no notices: no loop)."""
+    if made is None or made.endpoint_id == OPERATOR_ENDPOINT_ID or made.state is State.DROPPED:
+        return ""
+    return "end" if made.state is State.DELIVERED else repr(made.attempt.at.timestamp())

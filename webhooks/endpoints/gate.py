@@ -1,0 +1,169 @@
+"""The gate before sending: for a batch of deliveries to any mix of endpoints, what each may do now.
+
+Each delivery's endpoint is read from the registry at send time, all of the batch's in one read: a removed
+one's deliveries are dropped, a disabled one's held (``held.py``), and a body that is not a valid event the
+endpoint subscribes to is dropped (``guard.py``). The rest pass one script in the store (``gate.lua``), one
+round trip for the whole batch, that gives each delivery an in-flight slot or a time to ask again:
+
+- **In-flight cap.** Every worker shares, per endpoint, a semaphore (``webhooks:inflight:{id}``, a sorted set of
+  slots scored by when they lapse): a slot is taken here and given back by the bookkeeping after the attempt
+  (``bookkeeping.py``); a slot whose worker died lapses after the task time limit. What the cap bounds is
+  worker time, not requests: it is ``limit x deadline / pace`` (``webhooks:pace:{id}``: how long the endpoint's
+  last attempts held their slots), never below ``limit``. An endpoint answering in a tenth of the deadline may
+  have ten times ``limit`` in flight; one that times out, or that nothing finished with lately, gets ``limit``.
+- **Circuit breaker.** After ``rules.CIRCUIT_TIMEOUTS`` time-outs in a row (``webhooks:circuit:{id}``) the
+  endpoint gets one slot, so one probe at a time, until any HTTP answer closes it.
+- **Rate limit.** An endpoint's optional ``rate_limit_per_second`` is a one-second sliding window of the
+  attempts started (``webhooks:rate:{id}``), not a token bucket: what a receiver that asks for "5 per second"
+  counts is never a sixth within a second, even after a pause.
+
+A delivery over its cap or rate limit, or to an open circuit, is not made to wait in its thread: it is told
+``Later`` with a due time, and goes back on the queue. The clock is each worker's own. A store that cannot be
+reached lets every delivery go without a slot (with a warning): the cap and the limit are courtesies to the
+receiver, and holding every delivery while the store is down would break the promise that matters more, that
+none is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+from uuid import uuid4
+
+import redis
+
+from webhooks.endpoints.decision import Decision, Delivery, Drop, Hold, Later, Send, Slot
+from webhooks.endpoints.guard import unsendable_to
+from webhooks.endpoints.keys import state_keys
+from webhooks.endpoints.notices import OPERATOR_ENDPOINT_ID, operator_endpoint
+from webhooks.endpoints.rules import CIRCUIT_TIMEOUTS
+from webhooks.registry import Endpoint, Registry
+from webhooks.settings import Settings
+from webhooks.store import script
+
+__all__ = ["MIN_WAIT_SECONDS", "REMOVED", "WINDOW_SECONDS", "Gate"]
+
+logger = logging.getLogger("webhooks.delivery")
+
+#: Shortest wait of a delivery over its endpoint's cap before it asks again.
+MIN_WAIT_SECONDS = 0.1
+#: The window a rate limit counts attempts in.
+WINDOW_SECONDS = 1.0
+#: Why a delivery to an endpoint the registry no longer has is dropped.
+REMOVED = "the endpoint was removed"
+#: Why a delivery over its endpoint's limits waits, by the script's word for it.
+_WAITING = {
+    "cap": "its endpoint is at its in-flight cap",
+    "circuit": "its endpoint's circuit is open (one probe at a time)",
+    "rate": "its endpoint is at its rate limit",
+}
+
+
+class Gate:
+    """The decisions for batches of deliveries, from the registry and the endpoints' state in the store."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        registry: Registry,
+        *,
+        limit: int,
+        lapse_seconds: float,
+        deadline_seconds: float,
+        operator: Endpoint | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.limit = limit
+        self.lapse_seconds = lapse_seconds
+        self.deadline_seconds = deadline_seconds
+        self._registry = registry
+        self._operator = operator
+        self._clock = clock
+        self._script = script(client, __package__, "gate.lua")
+
+    @classmethod
+    def for_settings(cls, client: redis.Redis, registry: Registry, settings: Settings) -> Gate:
+        """The gate with the configured cap; a slot lapses when its task's hard time limit has passed."""
+        return cls(
+            client,
+            registry,
+            limit=settings.endpoint_concurrency,
+            lapse_seconds=settings.task_time_limit,
+            deadline_seconds=settings.attempt_deadline,
+            operator=operator_endpoint(settings),
+        )
+
+    def decide(self, deliveries: Sequence[Delivery]) -> list[Decision]:
+        """One decision per delivery, in order: one registry read and one store round trip for the batch.
+
+        Raises ``RegistryUnavailableError`` when the registry cannot be read (nothing is decided)."""
+        found = self._look_up([delivery.endpoint_id for delivery in deliveries])
+        decisions: dict[int, Decision] = {}
+        gated: list[tuple[int, Endpoint]] = []
+        for n, delivery in enumerate(deliveries):
+            endpoint = found[delivery.endpoint_id]
+            if isinstance(endpoint, Drop):
+                decisions[n] = endpoint
+            elif not endpoint.enabled:
+                decisions[n] = Hold()
+            elif why := unsendable_to(endpoint, delivery.event_id, delivery.body):  # never signed
+                decisions[n] = Drop(why)
+            else:
+                gated.append((n, endpoint))
+        for (n, _), decision in zip(gated, self._gate([endpoint for _, endpoint in gated]), strict=True):
+            decisions[n] = decision
+        return [decisions[n] for n in range(len(deliveries))]
+
+    def _look_up(self, endpoint_ids: list[str]) -> dict[str, Endpoint | Drop]:
+        """Each endpoint as configured now, or why nothing is sent to it."""
+        wanted = [endpoint_id for endpoint_id in dict.fromkeys(endpoint_ids) if endpoint_id != OPERATOR_ENDPOINT_ID]
+        found: dict[str, Endpoint | Drop] = dict.fromkeys(wanted, Drop(REMOVED))
+        found.update((endpoint.id, endpoint) for endpoint in self._registry.get_many(wanted))
+        if OPERATOR_ENDPOINT_ID in endpoint_ids:
+            found[OPERATOR_ENDPOINT_ID] = self._operator or Drop("WEBHOOKS_OPERATOR_WEBHOOK_URL is not set")
+        return found
+
+    def _gate(self, endpoints: Sequence[Endpoint]) -> list[Decision]:
+        """A slot, or a time to ask again, for a delivery to each of ``endpoints`` (one per delivery, in order)."""
+        if not endpoints:
+            return []
+        now = self._clock()
+        numbers = {endpoint_id: n + 1 for n, endpoint_id in enumerate(dict.fromkeys(e.id for e in endpoints))}
+        slots = [uuid4().hex for _ in endpoints]
+        args: list[str | float] = [
+            now,
+            now + self.lapse_seconds,
+            self.limit,
+            CIRCUIT_TIMEOUTS,
+            self.deadline_seconds,
+            WINDOW_SECONDS,
+        ]
+        for endpoint, slot in zip(endpoints, slots, strict=True):
+            args += [numbers[endpoint.id], slot, endpoint.rate_limit_per_second or 0]
+        try:
+            answers = self._script(keys=state_keys(list(numbers)), args=args)
+        except redis.RedisError as exc:
+            logger.warning(
+                "Endpoints %s were sent to without their in-flight caps and rate limits: the store failed (%s).",
+                ", ".join(repr(endpoint_id) for endpoint_id in numbers),
+                exc,
+            )
+            return [Send(endpoint, Slot(endpoint.id, None, now)) for endpoint in endpoints]
+        return [
+            self._decision(endpoint, Slot(endpoint.id, slot, now), answer)
+            for endpoint, slot, answer in zip(endpoints, slots, answers, strict=True)
+        ]
+
+    def _decision(self, endpoint: Endpoint, slot: Slot, answer: list[str]) -> Decision:
+        if answer[0] == "send":
+            return Send(endpoint, slot)
+        why, seconds = answer[0], float(answer[1])
+        if why == "rate":
+            return Later(slot.taken_at + seconds, _WAITING[why])
+        # About as long as a slot takes to come free: the endpoint's pace, or, while none is known (an endpoint
+        # idle until now, or just begun to hang), the time its oldest attempt has run so far, which doubles
+        # each time, a backoff; a fresh endpoint that answers quickly makes its waiting deliveries wait little.
+        wait = min(max(seconds, MIN_WAIT_SECONDS), self.deadline_seconds)
+        return Later(slot.taken_at + wait * random.uniform(0.5, 1.5), _WAITING[why])  # noqa: S311 (jitter)
