@@ -20,8 +20,9 @@ from uuid import uuid4
 import redis
 
 from webhooks.logformat import log_fields
+from webhooks.pipeline.calls import delivery_call
 from webhooks.pipeline.guard import unsendable
-from webhooks.queue.base import TaskCall, delivery_call
+from webhooks.queue import TaskCall
 from webhooks.registry import Endpoint
 from webhooks.settings import Settings
 
