@@ -35,7 +35,7 @@ from bench.senders import (
     register,
 )
 from webhooks.endpoints import KEY_INFLIGHT
-from webhooks.queue.redis import KEY_WAITING
+from webhooks.queue.waiting import KEY_WAITING
 from webhooks.registry.redis import RedisRegistry
 
 MB = 1024 * 1024

@@ -33,7 +33,7 @@ from bench.harness import BIN, SECRET, BenchError, Harness, Process, wait_until
 from bench.peer import ENDPOINTS_KEY
 from webhooks.log import FannedOut, open_delivery_log
 from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE
-from webhooks.queue.redis import KEY_WAITING
+from webhooks.queue.waiting import KEY_WAITING
 from webhooks.registry.base import Endpoint
 from webhooks.registry.redis import RedisRegistry
 from webhooks.settings import get_settings, load_settings, use_settings

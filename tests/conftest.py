@@ -6,13 +6,15 @@ import base64
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import fakeredis
 import pytest
 
-from webhooks.queue import FANOUT_INBOX_TASK, FANOUT_MANY_TASK, RedisQueue, TaskCall
+from webhooks.pipeline.calls import FANOUT_INBOX_TASK, FANOUT_MANY_TASK
+from webhooks.queue import Inbox, RedisQueue, TaskCall
 from webhooks.queue.inbox import KEY_INBOX
-from webhooks.queue.redis import KEY_WAITING
+from webhooks.queue.waiting import KEY_WAITING
 
 for _name in [name for name in os.environ if name.startswith("WEBHOOKS_")]:
     del os.environ[_name]
@@ -20,14 +22,21 @@ os.environ["WEBHOOKS_BROKER_URL"] = "memory://"
 os.environ["WEBHOOKS_REGISTRY"] = os.path.join(os.path.dirname(__file__), "data", "no-such-registry.yaml")
 
 
+@dataclass(frozen=True, slots=True)
+class Sent(TaskCall):
+    """A task message read back from the broker: its call, and when it is due (None: at once)."""
+
+    due: float | None = None
+
+
 class Enqueued:
-    """The tasks in a fakeredis broker, read back as TaskCalls: those on the queue first, in the order workers
+    """The tasks in a fakeredis broker, read back as :class:`Sent`: those on the queue first, in the order workers
     take them, then those waiting for their time, soonest first. The inbox's own fan-out tasks are left out."""
 
     def __init__(self, client: fakeredis.FakeRedis) -> None:
         self.client = client
 
-    def calls(self) -> list[TaskCall]:
+    def calls(self) -> list[Sent]:
         now = [_call(raw, None) for raw in reversed(self.client.lrange("celery", 0, -1)) if raw.startswith(b"{")]
         later = [
             _call(member.split(b"\n", 1)[1], due)
@@ -41,13 +50,13 @@ class Enqueued:
         batched = [tuple(event) for call in self.calls() if call.name == FANOUT_MANY_TASK for event in call.args[0]]
         return waiting + batched  # type: ignore[return-value]
 
-    def __iter__(self) -> Iterator[TaskCall]:
+    def __iter__(self) -> Iterator[Sent]:
         return iter(self.calls())
 
     def __len__(self) -> int:
         return len(self.calls())
 
-    def __getitem__(self, index: int) -> TaskCall:
+    def __getitem__(self, index: int) -> Sent:
         return self.calls()[index]
 
     def __eq__(self, other: object) -> bool:
@@ -58,22 +67,34 @@ class Enqueued:
         return repr(self.calls())
 
 
-def _call(raw: bytes, due: float | None) -> TaskCall:
+def _call(raw: bytes, due: float | None) -> Sent:
     message = json.loads(raw)
     headers = message["headers"]
     args, _, _ = json.loads(base64.b64decode(message["body"]))
-    return TaskCall(headers["task"], tuple(args), headers["argsrepr"], headers["id"], headers["retries"], due)
+    return Sent(headers["task"], tuple(args), headers["argsrepr"], headers["id"], headers["retries"], due)
 
 
 @pytest.fixture
 def redis_queue(monkeypatch: pytest.MonkeyPatch) -> RedisQueue:
-    """The production Redis queue, on a fakeredis broker, for everything the code under test enqueues."""
+    """The production Redis queue and its inbox, on a fakeredis broker, for everything the code under test
+    enqueues."""
     from webhooks.celery_app import app
 
-    queue = RedisQueue(app, client=fakeredis.FakeRedis(server=fakeredis.FakeServer()))
+    queue = RedisQueue(app, fakeredis.FakeRedis(server=fakeredis.FakeServer()))
+    inbox = Inbox(queue.client, queue, pushed=queue.message)
     for module in ("webhooks.publish", "webhooks.pipeline.tasks"):
         monkeypatch.setattr(f"{module}.queue_for", lambda app: queue)
+        monkeypatch.setattr(f"{module}.inbox_for", lambda app: inbox)
     return queue
+
+
+@pytest.fixture
+def redis_inbox(redis_queue: RedisQueue) -> Inbox:
+    """The inbox beside ``redis_queue``, in its fakeredis broker, as publish and the tasks use it."""
+    from webhooks import publish
+
+    inbox: Inbox = publish.inbox_for(redis_queue.app)  # type: ignore[assignment]
+    return inbox
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ Counters and the latency histogram are counted in the process that made the atte
 is one process; a prefork worker's attempts happen in its children, so with ``WEBHOOKS_METRICS_DIR``
 set every process writes its counts to files there (prometheus_client's multiprocess mode) and a
 scrape adds them up. The queue's depths are not counted at all: they are read from the broker at
-scrape time (``queue.depths``), so any process (a worker, the settings page) reports the same.
+scrape time (``queue/depths.py``), so any process (a worker, the settings page) reports the same.
 
 Served by a worker on ``WEBHOOKS_METRICS_PORT`` (``serve_worker_metrics``, at worker start) and by the
 settings page on ``/metrics`` (``exposition``).
@@ -32,7 +32,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from webhooks.log.records import Attempt, State
-from webhooks.queue import queue_for
+from webhooks.queue import depths_for
 from webhooks.settings import Settings
 
 if TYPE_CHECKING:
@@ -121,12 +121,13 @@ class BrokerCollector(Collector):
         self._app = app
 
     def collect(self) -> Iterator[Metric]:
+        depths = depths_for(self._app)
+        if depths is None:  # not a Redis broker: its queues are not ours to read
+            return
         try:
-            now = queue_for(self._app).depths(time.time())
+            now = depths.read(time.time())
         except OperationalError as exc:
             logger.warning("The broker's queue depths cannot be read for metrics: %s", exc)
-            return
-        if now is None:  # not a Redis broker: its queues are not ours to read
             return
         yield GaugeMetricFamily("webhooks_queue_length", "Task messages waiting in the queue.", now.queue)
         yield GaugeMetricFamily(

@@ -1,14 +1,14 @@
 """The host application's entry point: validate events, serialize each once, hand them to the queue.
 
-``publish_event()`` is a batch of one: both go through ``Queue.publish`` (``webhooks/queue/``), which lets a
-single event wait in the inbox for the events published about the same time (on Redis, or with the store on
-Redis).
+``publish_event()`` is a batch of one: both go through ``_publish``. A single event waits in the inbox
+(``queue/inbox.py``) for the events published about the same time (on Redis, or with the store on Redis); a
+batch gets its own ``webhooks.fanout_many`` tasks, sent through the queue (``webhooks/queue/``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -21,8 +21,8 @@ from webhooks.catalog import checked_test_fields
 from webhooks.errors import DeliveryLogError, InvalidEventError, PublishError
 from webhooks.events import Company, Event, Relationship, User, build_event, serialize
 from webhooks.log import DeliveryLog, FannedOut
-from webhooks.queue import queue_for
-from webhooks.queue.base import delivery_call
+from webhooks.pipeline.calls import delivery_call, fanout_calls, inbox_fanout_call
+from webhooks.queue import inbox_for, queue_for
 from webhooks.samples import sample_event_kwargs
 from webhooks.settings import get_settings
 
@@ -60,7 +60,7 @@ def publish_event(
     )
     body = serialize(event, max_bytes=get_settings().max_event_bytes).decode("utf-8")
     with _broker(f"Event {event.id} was not published") as app:
-        queue_for(app).publish([(event.name, event.id, body)])
+        _publish(app, [(event.name, event.id, body)])
     return event.id
 
 
@@ -75,7 +75,7 @@ def publish_events(events: Iterable[Mapping[str, Any]]) -> list[str]:
     limit = get_settings().max_event_bytes
     bodies = [(event.name, event.id, serialize(event, max_bytes=limit).decode("utf-8")) for event in built]
     with _broker(f"None of the {len(built)} events was published") as app:
-        queue_for(app).publish(bodies)
+        _publish(app, bodies)
     return [event.id for event in built]
 
 
@@ -105,7 +105,16 @@ def send_test_event(
 def enqueue_delivery(endpoint_id: str, event_id: str, body: str) -> None:
     """Enqueue one ``webhooks.deliver`` of ``body`` to one endpoint (test events, redeliveries)."""
     with _broker(f"Event {event_id} was not enqueued for {endpoint_id!r}") as app:
-        queue_for(app).enqueue([delivery_call(endpoint_id, event_id, body)])
+        queue_for(app).send([delivery_call(endpoint_id, event_id, body)])
+
+
+def _publish(app: Celery, events: Sequence[tuple[str, str, str]]) -> None:
+    """Hand events ``(name, id, body)`` to their fan-out: all of them or (an error) none."""
+    inbox = inbox_for(app)
+    if inbox is not None and len(events) == 1:
+        inbox.append(events[0], inbox_fanout_call())
+    else:
+        queue_for(app).send(fanout_calls(events))
 
 
 def _build(position: int, fields: Mapping[str, Any], now: datetime) -> Event:

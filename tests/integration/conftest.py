@@ -36,7 +36,7 @@ from tests.servers import (
 from tests.waiting import wait_until
 from webhooks.queue.inbox import KEY_INBOX
 from webhooks.queue.rabbitmq import is_amqp_url
-from webhooks.queue.redis import KEY_WAITING
+from webhooks.queue.waiting import KEY_WAITING
 
 pytestmark = pytest.mark.integration
 

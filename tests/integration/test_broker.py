@@ -12,8 +12,8 @@ from kombu import Connection
 
 from webhooks.celery_app import create_celery_app
 from webhooks.queue import RedisQueue, TaskCall
-from webhooks.queue.redis import KEY_WAITING
 from webhooks.queue.transport import Transport
+from webhooks.queue.waiting import KEY_WAITING, WaitingSet
 from webhooks.settings import load_settings
 
 pytestmark = pytest.mark.integration
@@ -69,7 +69,7 @@ def test_a_hand_built_message_is_the_document_celery_and_kombu_push(redis_app, c
     )
     (celerys,) = client.lrange("celery", 0, -1)
     client.delete("celery")
-    RedisQueue(app, client).enqueue([replace(call, task_id=task_id)])
+    RedisQueue(app, client).send([replace(call, task_id=task_id)])
     (ours,) = client.lrange("celery", 0, -1)
     theirs_doc, ours_doc = json.loads(celerys), json.loads(ours)
     assert ours_doc["properties"].pop("delivery_tag") != theirs_doc["properties"].pop("delivery_tag")
@@ -85,5 +85,5 @@ def test_a_retry_celery_sends_with_a_countdown_waits_in_redis_not_in_a_worker(re
     queue, message = member.split(b"\n", 1)
     assert queue == b"celery" and json.loads(message)["headers"]["retries"] == 3
     assert due == pytest.approx(time.time() + 60, abs=5)
-    RedisQueue(app, client).housekeeping(now=due)
+    WaitingSet(client).release_due(due)
     assert json.loads(client.lrange("celery", 0, -1)[0])["headers"]["id"] == "t-2"

@@ -14,7 +14,7 @@ from tests.integration.conftest import BIN, publish, service_env, write_registry
 from tests.receiver import Receiver, always, fail_first
 from tests.servers import RedisServer, free_port
 from tests.waiting import wait_until
-from webhooks.queue.redis import KEY_WAITING
+from webhooks.queue.waiting import KEY_WAITING
 from webhooks.samples import sample_event_kwargs
 
 pytestmark = pytest.mark.integration

@@ -18,7 +18,7 @@ from tests.receiver import always
 from tests.servers import RedisServer, running_redis_server
 from tests.waiting import wait_until
 from webhooks.endpoints import KEY_HELD
-from webhooks.queue.redis import KEY_WAITING
+from webhooks.queue.waiting import KEY_WAITING
 from webhooks.samples import sample_event_kwargs
 from webhooks.signing import HEADER, SignatureError, verify
 

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from webhooks import InvalidEventError, publish_event, publish_events
+from webhooks.pipeline.calls import EVENTS_PER_FANOUT
 from webhooks.publish import send_test_event
-from webhooks.queue import EVENTS_PER_FANOUT
 from webhooks.queue.inbox import KEY_INBOX
 from webhooks.samples import sample_event_kwargs
 from webhooks.settings import get_settings

@@ -39,7 +39,7 @@ COUNTED_WORDS = {
 }
 #: The hash field counting every attempt.
 ATTEMPTS_FIELD = "attempts"
-#: The status code that disables an endpoint at once (``pipeline/health.py``), counted as ``gone``.
+#: The status code that disables an endpoint at once (``endpoints/rules.py``), counted as ``gone``.
 GONE_STATUS = 410
 #: Upper bounds of the latency buckets, in milliseconds; slower attempts count in the last (``ms:inf``).
 LATENCY_BOUNDS_MS = (5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 60000)

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from webhooks.errors import DeliveryLogError
 from webhooks.log import DeliveryLog, FannedOut
 from webhooks.logformat import log_fields
+from webhooks.pipeline.calls import deliveries_call, events_repr
 from webhooks.queue import TaskCall
-from webhooks.queue.base import deliveries_call, events_repr
 from webhooks.registry import Registry
 
 __all__ = ["fan_out"]

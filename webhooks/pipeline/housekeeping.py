@@ -1,7 +1,7 @@
 """The worker's housekeeping thread: what no task does, done when it is due in every worker.
 
 It moves a Redis broker's due retries onto the queue and schedules a fan-out of the inbox whose task was lost
-(``Queue.housekeeping``: one script, at the time it says or when a retry this process put waiting is due),
+(``queue/chores.py``, at the time it says or when a retry this process put waiting is due),
 says this worker is alive and looks for dead ones, and, when it is its turn or a dead worker's messages must be
 back, sends again the deliveries no message carries any more (``reconcile.py``). Between those times it only
 reads the clock, so an idle worker costs Redis a few commands a minute.
@@ -24,7 +24,8 @@ from kombu.exceptions import OperationalError
 from webhooks.errors import WebhooksError
 from webhooks.log import open_delivery_log
 from webhooks.pipeline import reconcile
-from webhooks.queue import Queue, queue_for
+from webhooks.pipeline.calls import inbox_fanout_call
+from webhooks.queue import BrokerChores, Queue, chores_for, queue_for
 from webhooks.settings import Settings, get_settings
 from webhooks.store import store_client
 
@@ -68,7 +69,7 @@ class Housekeeping(bootsteps.StartStopStep):
             logger.warning("This worker's heartbeat could not be removed: %s", exc)
 
     def _run(self, app: Celery, worker: str) -> None:
-        chores = Chores(queue_for(app), worker)
+        chores = Chores(chores_for(app), queue_for(app), worker)
         while not self._stopping.wait(TICK_SECONDS):
             try:
                 chores.run(get_settings(), time.time())
@@ -89,8 +90,14 @@ class Chores:
     and they must not wait for a look planned when the inbox was empty.
     """
 
-    def __init__(self, queue: Queue, worker: str, activity: Callable[[], tuple[int, int]] = tasks_run) -> None:
-        self.queue, self.worker, self.activity = queue, worker, activity
+    def __init__(
+        self,
+        broker: BrokerChores,
+        queue: Queue,
+        worker: str,
+        activity: Callable[[], tuple[int, int]] = tasks_run,
+    ) -> None:
+        self.broker, self.queue, self.worker, self.activity = broker, queue, worker, activity
         self.queue_at = self.heartbeat_at = self.dead_at = self.look_at = self.busy_until = 0.0
         self.urgent_at = math.inf
         self.looked_at = -math.inf
@@ -100,12 +107,12 @@ class Chores:
         """Do the chores due at ``now``; one that fails is tried again at the next tick."""
         if (seen := self.activity()) != self.seen or seen[1]:
             self.seen, self.busy_until = seen, now + BUSY_SECONDS
-        queue_at = min(self.queue_at, self.queue.due_soonest())
+        queue_at = min(self.queue_at, self.broker.due_soonest())
         if now < self.busy_until:
             queue_at = min(queue_at, self.looked_at + BUSY_LOOK_SECONDS)
-        if self.queue.needs_housekeeping and now >= queue_at:
+        if self.broker.needed and now >= queue_at:
             self.queue_at = self.looked_at = now  # tried again at the next tick if it fails
-            self.queue_at = self.queue.housekeeping(now)
+            self.queue_at = self.broker.run(now, inbox_fanout_call)
         if now < min(self.heartbeat_at, self.dead_at, self.look_at, self.urgent_at):
             return
         store = store_client(settings)

@@ -25,8 +25,8 @@ import redis
 from webhooks import metrics
 from webhooks.log import DeliveryLog
 from webhooks.logformat import log_fields
+from webhooks.pipeline.calls import delivery_call
 from webhooks.queue import Queue
-from webhooks.queue.base import delivery_call
 from webhooks.settings import Settings
 
 __all__ = [
@@ -120,7 +120,7 @@ def reconcile(
     overdue = log.overdue(_cutoff(settings, store.get(KEY_FAULT), now), BATCH)
     if not overdue:
         return 0
-    queue.enqueue([delivery_call(one.endpoint_id, one.event_id, one.body, one.attempts) for one in overdue])
+    queue.send([delivery_call(one.endpoint_id, one.event_id, one.body, one.attempts) for one in overdue])
     metrics.RESENT.inc(len(overdue))
     for one in overdue:
         log_fields(logger, logging.WARNING, "resent", delivery=one.id, attempts=one.attempts)

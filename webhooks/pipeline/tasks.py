@@ -61,18 +61,22 @@ from webhooks.errors import (
 )
 from webhooks.log import DeliveryLog, State, open_delivery_log
 from webhooks.pipeline.attempt import FailedAttempt, Made, attempt, record, refusal
-from webhooks.pipeline.drops import dropper
-from webhooks.pipeline.fanout import fan_out
-from webhooks.queue import EVENTS_PER_FANOUT, FANOUT_INBOX_TASK, FANOUT_MANY_TASK, TaskCall, queue_for
-from webhooks.queue.base import (
+from webhooks.pipeline.calls import (
     DELIVER_MANY_TASK,
     DELIVER_TASK,
+    EVENTS_PER_FANOUT,
+    FANOUT_INBOX_TASK,
+    FANOUT_MANY_TASK,
     batch_repr,
     deliveries_call,
     delivery_call,
     events_repr,
     ids_repr,
+    inbox_fanout_call,
 )
+from webhooks.pipeline.drops import dropper
+from webhooks.pipeline.fanout import fan_out
+from webhooks.queue import TaskCall, inbox_for, queue_for
 from webhooks.registry import Registry, open_registry
 from webhooks.settings import MAX_RETRIES
 from webhooks.store import store_client
@@ -208,7 +212,7 @@ def fanout_many(events: list[list[str]]) -> int:
     """Enqueue the deliveries of a batch of ``[name, id, body]`` in one push; return how many."""
     with _waiting_through_outages(len(events)):
         calls = fan_out(registry(), delivery_log(), [(name, event_id, body) for name, event_id, body in events])
-        queue_for(app).enqueue(calls)
+        queue_for(app).send(calls)
     return _deliveries(calls)
 
 
@@ -218,14 +222,14 @@ def fanout_inbox(self: Task[[], int]) -> int:
 
     Returns how many deliveries it enqueued: 0 when another fan-out holds the inbox and takes its events.
     """
-    queue, task_id = queue_for(app), str(self.request.id)
-    claimed = queue.claim(task_id, EVENTS_PER_FANOUT)
-    if claimed is None:
+    inbox, task_id = inbox_for(app), str(self.request.id)
+    claimed = None if inbox is None else inbox.claim(task_id, EVENTS_PER_FANOUT)
+    if inbox is None or claimed is None:
         return 0
-    with queue.renewing(task_id), _waiting_through_outages(len(claimed.events)):
+    with inbox.renewing(task_id), _waiting_through_outages(len(claimed.events)):
         calls = fan_out(registry(), delivery_log(), claimed.events)
-        queue.enqueue(calls)
-    queue.done(task_id, claimed.taken)
+        queue_for(app).send(calls)
+    inbox.done(task_id, claimed.taken, inbox_fanout_call())
     return _deliveries(calls)
 
 
@@ -347,12 +351,14 @@ def deliver_many(
     retries = [retry_call(one) for one in waiting]
     seconds_each = (time.monotonic() - started) / max(len(given_back) - len(rest), 1)
     handed_on = hand_on(endpoint_id, rest, seconds_each, self.request.retries)
+    later_calls = list(retries)
     if later:  # they wait, as one task, on the queue until the first of them may go
         due = min(decision.due for decision in later)
-        handed_on.append(later_call(deliveries_call(endpoint_id, held_back, self.request.retries), due))
+        later_calls.append((later_call(deliveries_call(endpoint_id, held_back, self.request.retries)), due))
     try:
         notices = after_attempts(given_back)
-        queue_for(app).enqueue(retries + handed_on + notices)
+        queue_for(app).send_later(later_calls)
+        queue_for(app).send(handed_on + notices)
     except OperationalError as exc:
         raise Reject(exc, requeue=True) from exc
     announce_retries(self, retries, waiting)
@@ -394,16 +400,16 @@ def hand_on(endpoint_id: str, rest: Sequence[Sequence[str]], seconds_each: float
     return [deliveries_call(endpoint_id, rest[n : n + per_task], retries) for n in range(0, len(rest), per_task)]
 
 
-def later_call(call: TaskCall, due: float) -> TaskCall:
-    """``call`` as a task of its own due at ``due`` (Unix seconds)."""
-    return replace(call, task_id=str(uuid4()), due=due)
+def later_call(call: TaskCall) -> TaskCall:
+    """``call`` as a task of its own, to send later."""
+    return replace(call, task_id=str(uuid4()))
 
 
 def come_back(call: TaskCall, due: float) -> None:
     """Put deliveries that may not go yet (their endpoint's in-flight cap or rate limit) back on the queue, due at
     ``due``: they wait in the broker, not in this thread. A broker that refuses them puts the task itself back."""
     try:
-        queue_for(app).enqueue([later_call(call, due)])
+        queue_for(app).send_later([(later_call(call), due)])
     except OperationalError as exc:
         raise Reject(exc, requeue=True) from exc
 
@@ -422,26 +428,25 @@ def hold(endpoint_id: str, deliveries: Sequence[Sequence[str]]) -> None:
 def notify(calls: Sequence[TaskCall]) -> None:
     """Enqueue operator events; a broker that refuses them is reported, not raised: the attempt was made."""
     try:
-        queue_for(app).enqueue(calls)
+        queue_for(app).send(calls)
     except OperationalError as exc:
         logger.warning("The operator events above were not sent: the broker refused them (%s).", exc)
 
 
-def retry_call(made: Made) -> TaskCall:
-    """The ``webhooks.deliver`` that makes the attempt after ``made``, due when ``made`` says."""
+def retry_call(made: Made) -> tuple[TaskCall, float]:
+    """The ``webhooks.deliver`` that makes the attempt after ``made``, and when it is due (as ``made`` says)."""
     assert made.attempt.next_retry_at is not None
     call = delivery_call(made.endpoint_id, made.event_id, made.body, retries=made.attempt.number)
-    return replace(call, task_id=str(uuid4()), due=made.attempt.next_retry_at.timestamp())
+    return later_call(call), made.attempt.next_retry_at.timestamp()
 
 
-def announce_retries(task: Task[Any, Any], calls: Sequence[TaskCall], made: Sequence[Made]) -> None:
+def announce_retries(task: Task[Any, Any], calls: Sequence[tuple[TaskCall, float]], made: Sequence[Made]) -> None:
     """Tell Flower of the retries a batch scheduled: each shows as a ``webhooks.deliver`` in RETRY, with its
     reason and when it is due, as a delivery retried by autoretry does."""
     if not calls or task.request.is_eager or not task.app.conf.worker_send_task_events:
         return
     with task.app.events.default_dispatcher(hostname=task.request.hostname) as dispatcher:
-        for call, one in zip(calls, made, strict=True):
-            assert call.due is not None
+        for (call, due), one in zip(calls, made, strict=True):
             dispatcher.send(
                 "task-retried",
                 uuid=call.task_id,
@@ -449,7 +454,7 @@ def announce_retries(task: Task[Any, Any], calls: Sequence[TaskCall], made: Sequ
                 args=call.argsrepr,
                 kwargs="{}",
                 retries=call.retries,
-                eta=datetime.fromtimestamp(call.due, UTC).isoformat(),
+                eta=datetime.fromtimestamp(due, UTC).isoformat(),
                 exception=saferepr(one.error()),
                 traceback="",
             )

@@ -1,51 +1,67 @@
 """The only code that writes to the broker.
 
-``queue_for(app)`` gives the :class:`Queue` for the app's broker, chosen once from its URL: the Redis
-fast path (``redis.py``: hand-built messages in one round trip, retries waiting in a sorted set, the
-inbox of single events) or plain Celery for any other broker (``celery.py``: ``send_task``, native
-delayed delivery on RabbitMQ, the inbox in the store's Redis when the store is a Redis server).
-Nothing outside this package asks which broker runs.
+Chosen once from the app's broker URL (here, and nowhere else): the :class:`Queue` port (``send`` now,
+``send_later``) is :class:`RedisQueue` on Redis (``redis.py``: hand-built messages in one round trip,
+those due later in the waiting set, ``waiting.py``) or :class:`CeleryQueue` on any other broker
+(``celery.py``: ``send_task``, native delayed delivery on RabbitMQ). Beside it: the :class:`Inbox` of
+events published one at a time (``inbox.py``; in the broker on Redis, in the store's Redis elsewhere), the
+workers' housekeeping of both (``chores.py``) and the depths metrics read (``depths.py``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 
 import redis
 from celery import Celery
 
-from webhooks.queue.base import (
-    EVENTS_PER_FANOUT,
-    FANOUT_INBOX_TASK,
-    FANOUT_MANY_TASK,
-    Claimed,
-    Depths,
-    Queue,
-    TaskCall,
-)
+from webhooks.queue.base import Queue, TaskCall
 from webhooks.queue.celery import CeleryQueue
+from webhooks.queue.chores import BrokerChores
+from webhooks.queue.depths import Depths, QueueDepths
+from webhooks.queue.inbox import Claimed, Inbox
 from webhooks.queue.redis import RedisQueue, broker_client, is_redis_url
 from webhooks.settings import get_settings
+from webhooks.store import store_client
 
 __all__ = [
-    "EVENTS_PER_FANOUT",
-    "FANOUT_INBOX_TASK",
-    "FANOUT_MANY_TASK",
+    "BrokerChores",
     "CeleryQueue",
     "Claimed",
     "Depths",
+    "Inbox",
     "Queue",
+    "QueueDepths",
     "RedisQueue",
     "TaskCall",
     "broker_redis",
     "broker_transport",
+    "chores_for",
+    "depths_for",
+    "inbox_for",
     "queue_for",
 ]
 
 
 def queue_for(app: Celery) -> Queue:
     """The queue of ``app``'s broker (one per app and broker URL for the process)."""
-    return _queue(app, str(app.conf.broker_url))
+    return _wiring(app, str(app.conf.broker_url)).queue
+
+
+def inbox_for(app: Celery) -> Inbox | None:
+    """The inbox beside ``app``'s queue; None where there is none (no Redis broker, no Redis store)."""
+    return _wiring(app, str(app.conf.broker_url)).inbox
+
+
+def chores_for(app: Celery) -> BrokerChores:
+    """The housekeeping that workers of ``app`` share (due messages, a lost fan-out of the inbox)."""
+    return _wiring(app, str(app.conf.broker_url)).chores
+
+
+def depths_for(app: Celery) -> QueueDepths | None:
+    """What metrics read of ``app``'s broker; None where its queues are not ours to read (not Redis)."""
+    return _wiring(app, str(app.conf.broker_url)).depths
 
 
 def broker_transport(url: str) -> str | None:
@@ -58,9 +74,23 @@ def broker_redis(url: str) -> redis.Redis | None:
     return broker_client(url) if is_redis_url(url) else None
 
 
+@dataclass(frozen=True, slots=True)
+class _Wiring:
+    queue: Queue
+    inbox: Inbox | None
+    chores: BrokerChores
+    depths: QueueDepths | None
+
+
 @cache
-def _queue(app: Celery, url: str) -> Queue:
+def _wiring(app: Celery, url: str) -> _Wiring:
     if is_redis_url(url):
-        return RedisQueue(app)
-    store_url = get_settings().store_url  # on RabbitMQ the store's Redis holds the inbox
-    return CeleryQueue(app, inbox_client=broker_client(store_url) if is_redis_url(store_url) else None)
+        client = broker_client(url)
+        queue = RedisQueue(app, client)
+        inbox = Inbox(client, queue, pushed=queue.message)  # the inbox's script pushes its fan-out task
+        depths = QueueDepths(client, str(app.conf.task_default_queue))
+        return _Wiring(queue, inbox, BrokerChores(queue.waiting, inbox), depths)
+    celery_queue = CeleryQueue(app)
+    settings = get_settings()  # elsewhere the inbox is in the store's Redis, if it is a Redis server
+    store_inbox = Inbox(store_client(settings), celery_queue) if is_redis_url(settings.store_url) else None
+    return _Wiring(celery_queue, store_inbox, BrokerChores(None, store_inbox), None)

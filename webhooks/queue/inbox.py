@@ -11,7 +11,7 @@ Nothing accepted is lost. One task at a time holds the inbox's lease (its task i
 it reads events without removing them and removes them only after their deliveries are enqueued,
 and only while it still holds the lease; when it is done it hands the lease to a new task if events
 wait. The lease is short and renewed by its holder while it runs (``renewing``), so a task lost with
-its worker lets it lapse within LEASE_SECONDS, and then a worker's housekeeping (``CeleryQueue.housekeeping``:
+its worker lets it lapse within LEASE_SECONDS, and then a worker's housekeeping (``chores.py``:
 just after the lease could lapse when its last look saw events waiting, every second while the worker runs
 tasks, else within ``chores.LOOK_EVERY_SECONDS``) or, on a Redis broker, the next ``publish_event()`` (which
 asks whether a task holds the lease as it appends) schedules a new one, which fans out the events the lost one had not
@@ -26,7 +26,9 @@ it lives in the store's Redis (``WEBHOOKS_REDIS_URL``), the script only leases i
 the task through Celery, to the queue's tail. If that send fails, the lease lapses after LEASE_SECONDS and
 housekeeping schedules another task, as for a lost one: the events wait, none is lost.
 
-Only the queues (``celery.py``, ``redis.py``) call these functions.
+The caller gives the fan-out task to schedule (a :class:`~webhooks.queue.TaskCall` with a new id): its name
+is the pipeline's. ``publish.py`` appends, the ``webhooks.fanout_inbox`` task claims, renews and is done,
+and workers' housekeeping ensures a task holds the lease while events wait.
 """
 
 from __future__ import annotations
@@ -34,142 +36,174 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import cache
+from dataclasses import dataclass
 from typing import Any
-from uuid import uuid4
 
 import redis
+from kombu.exceptions import OperationalError
 
-from webhooks.queue.base import Claimed
+from webhooks.queue.base import Queue, TaskCall, reachable
+from webhooks.store import script
+
+__all__ = ["KEY_INBOX", "KEY_LEASE", "LEASE_SECONDS", "RENEW_INTERVAL_SECONDS", "Claimed", "Inbox", "InboxLook"]
 
 logger = logging.getLogger("webhooks.inbox")
 
 #: The list of published events waiting for their fan-out, each ``[name, id, body]`` as JSON, oldest first.
 KEY_INBOX = "webhooks:inbox"
 #: The id of the one ``webhooks.fanout_inbox`` task that may take events from the inbox now (with an expiry).
+#: It holds the id of the task that runs, or "scheduled:" and the id of a task scheduled but not yet started.
+#: A scheduled lease only keeps others from scheduling more tasks: any fan-out task that starts takes it (the
+#: one scheduled may wait behind others in a busy worker), while a running task's lease is its alone.
 KEY_LEASE = "webhooks:inbox:lease"
 #: Seconds a fan-out task's lease lasts unless renewed: past it, another task is scheduled for the same events.
 LEASE_SECONDS = 3
 #: Seconds between two renewals of the lease by the task that holds it (``renewing``).
 RENEW_INTERVAL_SECONDS = 1.0
 
-# The lease holds the id of the task that runs, or "scheduled:" and the id of a task scheduled but not yet
-# started. A scheduled lease only keeps others from scheduling more tasks: any fan-out task that starts takes
-# it (the one scheduled may wait behind others in a busy worker), while a running task's lease is its alone.
-#
-# The scripts that may schedule a fan-out task take KEYS inbox, lease and, on a Redis broker, the queue, and
-# ARGV[1..3] the task's id, its message and the lease's seconds. With the queue, a scheduled task goes to the
-# head of it (its consumers pop from the right); without, the script only leases the inbox to the task, and
-# the caller sends it.
 
-#: Schedules a fan-out when events wait and no task holds the lease (it lapsed with a lost task).
-ENSURE = """
-if redis.call('LLEN', KEYS[1]) > 0 and redis.call('SET', KEYS[2], 'scheduled:' .. ARGV[1], 'NX', 'EX', ARGV[3]) then
-    if KEYS[3] then redis.call('RPUSH', KEYS[3], ARGV[2]) end
-    return 1
-end
-return 0
-"""
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """What a fan-out task took from the inbox: ``taken`` entries, the ``events`` among them as (name, id, body)."""
 
-#: ARGV[4]: the id of the task that is done, ARGV[5]: how many events it fanned out. Removes them if that
-#: task still holds the lease, then hands the lease to a new task if events wait, or frees it. Returns -1
-#: if the lease was lost (the events stay for its holder), else how many events wait.
-DONE = """
-if redis.call('GET', KEYS[2]) ~= ARGV[4] then
-    return -1
-end
-redis.call('LTRIM', KEYS[1], ARGV[5], -1)
-local waiting = redis.call('LLEN', KEYS[1])
-if waiting > 0 then
-    redis.call('SET', KEYS[2], 'scheduled:' .. ARGV[1], 'EX', ARGV[3])
-    if KEYS[3] then redis.call('RPUSH', KEYS[3], ARGV[2]) end
-else
-    redis.call('DEL', KEYS[2])
-end
-return waiting
-"""
-
-#: KEYS: inbox, lease. ARGV: the task's id, lease seconds, how many. The oldest events, without removing
-#: them, if this task holds the lease or takes it now it is free or only scheduled; nil if another task runs.
-_CLAIM = """
-local holder = redis.call('GET', KEYS[2])
-if holder and holder ~= ARGV[1] and string.sub(holder, 1, 10) ~= 'scheduled:' then
-    return false
-end
-redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2])
-return redis.call('LRANGE', KEYS[1], 0, tonumber(ARGV[3]) - 1)
-"""
+    taken: int
+    events: list[tuple[str, str, str]]
 
 
-def append(client: redis.Redis, name: str, event_id: str, body: str) -> tuple[int, bool]:
-    """Append one event to the inbox; return how many wait now and whether a fan-out task holds the lease
-    (asked in the same round trip): with 1 or without a lease, the caller may schedule a fan-out."""
-    with client.pipeline(transaction=False) as pipe:
-        pipe.rpush(KEY_INBOX, json.dumps([name, event_id, body]))
-        pipe.exists(KEY_LEASE)
-        waiting, leased = pipe.execute()
-    return int(waiting), bool(leased)
+@dataclass(frozen=True, slots=True)
+class InboxLook:
+    """How many ``events`` wait in the inbox, and the seconds left on its lease (None: no task holds it)."""
+
+    events: int
+    lease_seconds: float | None
+
+    @property
+    def fanout_lost(self) -> bool:
+        """Events wait and no fan-out task holds the inbox: one must be scheduled."""
+        return self.events > 0 and self.lease_seconds is None
 
 
-def claim(client: redis.Redis, task_id: str, count: int) -> Claimed | None:
-    """Up to ``count`` of the oldest entries, left in the inbox until ``DONE``; None when another task holds
-    the lease (this one has nothing to do).
+class Inbox:
+    """The inbox in the Redis ``client``. ``pushed`` (on a Redis broker that holds the inbox) gives a fan-out
+    call's list and message, which the script that leases the inbox pushes in the same step; without it, the
+    task is sent through ``queue`` once the script has leased the inbox to it."""
 
-    An entry that is not an event (written by something else, or by a version of this module that wrote
-    another shape) is logged and taken with the others, so that it cannot stop the inbox.
-    """
-    entries: list[bytes] | None = registered(client, _CLAIM)(
-        keys=[KEY_INBOX, KEY_LEASE], args=[task_id, LEASE_SECONDS, count]
-    )
-    if entries is None:
-        return None
-    events = []
-    for entry in entries:
-        event = _event(entry)
-        if event is None:
-            logger.error(
-                "An entry of %s is not an event [name, id, body], so it is dropped: %r", KEY_INBOX, entry[:200]
+    def __init__(
+        self,
+        client: redis.Redis,
+        queue: Queue,
+        *,
+        pushed: Callable[[TaskCall], tuple[str, bytes]] | None = None,
+    ) -> None:
+        self.client, self.queue, self.pushed = client, queue, pushed
+
+    def append(self, event: tuple[str, str, str], fanout: TaskCall) -> None:
+        """Append one event ``(name, id, body)``, and schedule ``fanout`` if the event is the first to wait or,
+        on a Redis broker, if no task holds the lease (its task lost with its worker): the script pushes the
+        task in the step that leases it, so there is no send to fail or wait. Elsewhere only for the first:
+        the task is sent apart, and a send to a broker that is down would hold up every publish; a lease lapsed
+        with its task is the workers' housekeeping's to replace."""
+        with reachable(), self.client.pipeline(transaction=False) as pipe:
+            pipe.rpush(KEY_INBOX, json.dumps(list(event)))
+            pipe.exists(KEY_LEASE)
+            waiting, leased = pipe.execute()
+        if int(waiting) == 1 or (self.pushed is not None and not leased):
+            self._schedule("inbox_ensure.lua", fanout)
+
+    def ensure(self, fanout: TaskCall) -> bool:
+        """Schedule ``fanout`` if events wait and no task holds the lease; whether it did."""
+        return self._schedule("inbox_ensure.lua", fanout) > 0
+
+    def claim(self, task_id: str, count: int) -> Claimed | None:
+        """Up to ``count`` of the oldest entries, left in the inbox until ``done``; None when another task holds
+        the lease (this one has nothing to do).
+
+        An entry that is not an event (written by something else, or by a version of this module that wrote
+        another shape) is logged and taken with the others, so that it cannot stop the inbox.
+        """
+        with reachable():
+            entries: list[bytes | str] | None = self._script("inbox_claim.lua")(
+                keys=[KEY_INBOX, KEY_LEASE], args=[task_id, LEASE_SECONDS, count]
             )
-        else:
-            events.append(event)
-    return Claimed(len(entries), events)
+        if entries is None:
+            return None
+        events = []
+        for entry in entries:
+            event = _event(entry)
+            if event is None:
+                logger.error(
+                    "An entry of %s is not an event [name, id, body], so it is dropped: %r", KEY_INBOX, entry[:200]
+                )
+            else:
+                events.append(event)
+        return Claimed(len(entries), events)
 
+    def done(self, task_id: str, taken: int, fanout: TaskCall) -> int:
+        """Remove the ``taken`` events task ``task_id`` fanned out if it still holds the lease, and hand the
+        lease to ``fanout`` if events wait; return how many wait (-1: the lease was lost, nothing removed)."""
+        return self._schedule("inbox_done.lua", fanout, task_id, taken)
 
-#: KEYS: lease. ARGV: the task's id, lease seconds. Extends the lease if that task still holds it.
-_RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-    return redis.call('EXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-"""
+    @contextmanager
+    def renewing(self, task_id: str) -> Iterator[None]:
+        """Renew task ``task_id``'s lease every RENEW_INTERVAL_SECONDS while the block runs (in a thread, since a
+        fan-out's one push may take longer than the lease); a renewal the store refuses is logged, and the lease
+        may then lapse to another task, which is safe (``done`` removes nothing for a task that lost it)."""
+        stop = threading.Event()
+        renew = self._script("inbox_renew.lua")
 
+        def renewals() -> None:
+            while not stop.wait(RENEW_INTERVAL_SECONDS):
+                try:
+                    renew(keys=[KEY_LEASE], args=[task_id, LEASE_SECONDS])
+                except redis.RedisError as exc:
+                    logger.warning("The inbox's lease of task %s could not be renewed: %s", task_id, exc)
 
-@contextmanager
-def renewing(client: redis.Redis, task_id: str) -> Iterator[None]:
-    """Renew task ``task_id``'s lease every RENEW_INTERVAL_SECONDS while the block runs (in a thread, since a
-    fan-out's one push may take longer than the lease); a renewal the store refuses is logged, and the lease
-    may then lapse to another task, which is safe (``DONE`` removes nothing for a task that lost it)."""
-    stop = threading.Event()
+        thread = threading.Thread(target=renewals, name=f"inbox-lease-{task_id[:8]}", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()  # a renewal under way ends first: none comes after the block
 
-    def renew() -> None:
-        while not stop.wait(RENEW_INTERVAL_SECONDS):
+    def look(self) -> InboxLook:
+        """How many events wait and how long the lease has left, in one step (housekeeping)."""
+        with reachable():
+            events, lease_ms = self._script("inbox_look.lua")(keys=[KEY_INBOX, KEY_LEASE])
+        return InboxLook(int(events), None if int(lease_ms) < 0 else int(lease_ms) / 1000)
+
+    def _schedule(self, name: str, fanout: TaskCall, *args: str | int) -> int:
+        """Run the script ``name`` that may lease the inbox to ``fanout`` (above 0 when it did); on a Redis
+        broker it pushes the task's message too, elsewhere the task is sent here.
+
+        The events are in the inbox already (accepted), so a send that fails is reported, not raised: the lease
+        lapses and housekeeping schedules another task.
+        """
+        keys, message = [KEY_INBOX, KEY_LEASE], b""
+        if self.pushed is not None:
+            key, message = self.pushed(fanout)
+            keys.append(key)
+        with reachable():
+            result: int = self._script(name)(keys=keys, args=[fanout.task_id or "", message, LEASE_SECONDS, *args])
+        if result > 0 and self.pushed is None:
             try:
-                registered(client, _RENEW)(keys=[KEY_LEASE], args=[task_id, LEASE_SECONDS])
-            except redis.RedisError as exc:
-                logger.warning("The inbox's lease of task %s could not be renewed: %s", task_id, exc)
+                self.queue.send([fanout])
+            except OperationalError as exc:
+                logger.warning(
+                    "The fan-out of the events waiting in the inbox could not be sent (%s); a worker schedules "
+                    "another within %d seconds.",
+                    exc,
+                    LEASE_SECONDS,
+                )
+        return result
 
-    thread = threading.Thread(target=renew, name=f"inbox-lease-{task_id[:8]}", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()  # a renewal under way ends first: none comes after the block
+    def _script(self, name: str) -> Any:
+        return script(self.client, __package__, name)
 
 
-def _event(entry: bytes) -> tuple[str, str, str] | None:
+def _event(entry: bytes | str) -> tuple[str, str, str] | None:
     try:
         fields = json.loads(entry)
     except ValueError:
@@ -177,24 +211,3 @@ def _event(entry: bytes) -> tuple[str, str, str] | None:
     if isinstance(fields, list) and len(fields) == 3 and all(isinstance(field, str) for field in fields):
         return fields[0], fields[1], fields[2]
     return None
-
-
-def new_task_id() -> str:
-    """The id of a fan-out task a script may schedule (and lease the inbox to)."""
-    return str(uuid4())
-
-
-def run_scheduling(
-    client: redis.Redis, script: str, task_id: str, *args: str | int, queue: str | None = None, message: bytes = b""
-) -> int:
-    """Run ENSURE or DONE; above 0 when it leased the inbox to task ``task_id``. On a Redis broker (``queue``
-    and the task's ``message`` given) the script has also pushed that message to the head of ``queue``."""
-    keys = [KEY_INBOX, KEY_LEASE, *([queue] if queue else [])]
-    waiting: int = registered(client, script)(keys=keys, args=[task_id, message, LEASE_SECONDS, *args])
-    return waiting
-
-
-@cache
-def registered(client: redis.Redis, script: str) -> Any:
-    """The script registered on ``client`` (EVALSHA, loading it the first time)."""
-    return client.register_script(script)

@@ -15,11 +15,12 @@ from functools import cache, lru_cache
 from json.encoder import encode_basestring_ascii as _json_string  # json.dumps of a str, 6x faster
 from typing import Any
 
+from celery import Celery
 from celery.utils.nodenames import anon_nodename
 
 from webhooks.queue.base import TaskCall
 
-__all__ = ["task_message"]
+__all__ = ["list_for", "task_message"]
 
 #: Celery's protocol-2 task message as kombu's Redis transport stores it, JSON text with the fields a call
 #: fills in named (each a JSON value already, but ``body``, base64 text, and ``retries``, a number).
@@ -98,3 +99,11 @@ def _uuid4() -> str:
 def _origin() -> str:
     """This process's node name as a JSON string: the ``origin`` Celery's messages carry."""
     return _json_string(anon_nodename())
+
+
+@cache
+def list_for(app: Celery, task_name: str) -> str:
+    """The queue (a Redis list) Celery's router sends ``task_name`` to: the default queue unless routed."""
+    route = app.amqp.router.route({}, task_name)
+    queue = route.get("queue")
+    return str(getattr(queue, "name", None) or app.conf.task_default_queue)

@@ -9,8 +9,8 @@ thread, as redis-py intends. ``celery_app`` names this transport for ``redis://`
 broker URLs; everything else is kombu's.
 
 It also puts a message that carries an ETA (a retry Celery's autoretry sends with its countdown, or any
-``apply_async(countdown=...)``) in the waiting set of ``redis.py`` instead of on its list: Celery builds
-the message as always, and it waits in Redis, not in a worker's memory, until housekeeping moves it.
+``apply_async(countdown=...)``) in the waiting set (``waiting.py``) instead of on its list: Celery builds
+the message as always, and it waits in Redis, not in a worker's memory, until housekeeping releases it.
 
 A channel never builds a connection pool once its connection is closed: kombu would read the host from the
 closed connection (None) and raise ``AttributeError``, which Celery calls unrecoverable and exits on. When
@@ -44,8 +44,7 @@ import redis
 from kombu.transport import redis as kombu_redis
 from kombu.utils.json import dumps
 
-from webhooks.queue.chores import note_due
-from webhooks.queue.redis import KEY_WAITING, waiting_member
+from webhooks.queue.waiting import WaitingSet
 
 __all__ = [
     "BINDING_SWEEP_SECONDS",
@@ -175,8 +174,7 @@ class Channel(kombu_redis.Channel):
             queue, self._get_message_priority(message, reverse=False)
         )
         with self.conn_or_acquire() as client:
-            client.zadd(KEY_WAITING, {waiting_member(key, dumps(message)): due})
-        note_due(due)
+            WaitingSet(client).schedule([(key, dumps(message), due)])
 
 
 class Transport(kombu_redis.Transport):

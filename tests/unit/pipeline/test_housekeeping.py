@@ -16,16 +16,16 @@ from webhooks.settings import Settings
 SETTINGS = Settings(broker_url="redis://127.0.0.1:1/0")
 
 
-class Queue:
-    """A queue whose housekeeping asks for the next look LOOK_EVERY_SECONDS later; records when it ran."""
+class Broker:
+    """Broker chores that ask for the next look LOOK_EVERY_SECONDS later; records when they ran."""
 
-    needs_housekeeping = True
+    needed = True
 
     def __init__(self) -> None:
         self.runs: list[float] = []
         self.noted = math.inf
 
-    def housekeeping(self, now: float) -> float:
+    def run(self, now: float, fanout: object) -> float:
         self.runs.append(now)
         self.noted = math.inf
         return now + chores.LOOK_EVERY_SECONDS
@@ -61,16 +61,16 @@ def idle() -> tuple[int, int]:
 
 
 def test_an_idle_worker_does_each_chore_at_its_own_pace_not_every_tick(store, looks):
-    queue = Queue()
-    tick(Chores(queue, "w1@host", idle), 1000.0, 60)
+    queue = Broker()
+    tick(Chores(queue, None, "w1@host", idle), 1000.0, 60)
     assert len(queue.runs) == 60 / chores.LOOK_EVERY_SECONDS
     assert len(looks) == 60 / reconcile.interval_seconds(SETTINGS)
     assert store.zscore(reconcile.KEY_WORKERS, "w1@host") == 1000.0 + 60 - reconcile.HEARTBEAT_SECONDS
 
 
 def test_a_retry_this_worker_put_waiting_is_released_within_a_tick_of_its_time(store, looks):
-    queue, start = Queue(), 1000.0
-    worker = Chores(queue, "w1@host", idle)
+    queue, start = Broker(), 1000.0
+    worker = Chores(queue, None, "w1@host", idle)
     worker.run(SETTINGS, start)
     queue.noted = start + 3.2
     tick(worker, start + housekeeping.TICK_SECONDS, 5)
@@ -79,7 +79,7 @@ def test_a_retry_this_worker_put_waiting_is_released_within_a_tick_of_its_time(s
 
 def test_a_dead_worker_is_found_and_what_it_lost_looked_for_once_its_messages_are_back(store, looks):
     reconcile.heartbeat(store, "victim@host", 1000.0)
-    survivor = Chores(Queue(), "survivor@host", idle)
+    survivor = Chores(Broker(), None, "survivor@host", idle)
     tick(survivor, 1000.0, 70)
     died_by = 1000.0 + reconcile.HEARTBEAT_SECONDS + 1
     back = reconcile.restored_by(SETTINGS, died_by)
@@ -89,8 +89,8 @@ def test_a_dead_worker_is_found_and_what_it_lost_looked_for_once_its_messages_ar
 
 
 def test_while_the_worker_runs_tasks_the_queue_is_looked_after_every_second(store, looks):
-    queue, taken = Queue(), [0]
-    worker = Chores(queue, "w1@host", lambda: (taken[0], 0))
+    queue, taken = Broker(), [0]
+    worker = Chores(queue, None, "w1@host", lambda: (taken[0], 0))
     tick(worker, 1000.0, 1)  # idle: one look
     taken[0] += 1  # a task, then none
     tick(worker, 1001.0, 20)

@@ -129,7 +129,7 @@ def test_fanout_enqueues_one_delivery_per_subscribed_enabled_endpoint(registry, 
 
 def test_fanout_many_gives_each_endpoint_one_task_for_all_its_events_in_one_push(registry, redis_queue, monkeypatch):
     pushes = []
-    monkeypatch.setattr(redis_queue, "enqueue", pushes.append)
+    monkeypatch.setattr(redis_queue, "send", pushes.append)
     events = [["user_created", "evt_1", BODY], ["company_created", "evt_2", BODY], ["user_created", "evt_3", "{}"]]
     assert tasks.fanout_many.apply(args=(events,)).get() == 5
     ((crm, everything),) = pushes
@@ -363,7 +363,7 @@ def test_a_batch_whose_retries_cannot_be_enqueued_goes_back_on_the_queue_whole(r
     def broker_down(calls):
         raise OperationalError("Connection refused.")
 
-    monkeypatch.setattr(redis_queue, "enqueue", broker_down)
+    monkeypatch.setattr(redis_queue, "send_later", broker_down)
     responses.post(URL, status=503)
     result = deliver_many(2)
     assert result.state == "REJECTED"
@@ -382,8 +382,8 @@ def test_flower_is_told_a_batch_delivery_waits_for_its_retry():
     )
     attempt = Attempt(number=1, at=datetime.now(UTC), outcome="retry", latency_ms=3.0, status_code=503)
     made = Made("crm", "evt_1", BODY, attempt).scheduled(30)
-    call = tasks.retry_call(made)
-    tasks.announce_retries(task, [call], [made])
+    call, due = tasks.retry_call(made)
+    tasks.announce_retries(task, [(call, due)], [made])
     ((kind, fields),) = sent
     assert kind == "task-retried"
     assert (fields["uuid"], fields["name"], fields["args"], fields["retries"]) == (

@@ -1,11 +1,14 @@
-"""Events published one at a time wait in the inbox for one fan-out task (fakeredis as the Redis broker)."""
+"""Events published one at a time wait in the inbox for one fan-out task: on a Redis broker (fakeredis) its
+script pushes the task; elsewhere (RabbitMQ) the inbox is in the store's Redis and the task is sent after."""
 
 from __future__ import annotations
 
 import json
 import time
 
+import fakeredis
 import pytest
+from kombu.exceptions import OperationalError
 
 from tests.cli import unreachable_redis
 from tests.waiting import wait_until
@@ -13,7 +16,8 @@ from webhooks import PublishError, publish_event
 from webhooks.celery_app import app
 from webhooks.errors import RegistryUnavailableError
 from webhooks.pipeline import tasks
-from webhooks.queue import EVENTS_PER_FANOUT, RedisQueue, inbox
+from webhooks.pipeline.calls import EVENTS_PER_FANOUT, inbox_fanout_call
+from webhooks.queue import BrokerChores, CeleryQueue, Inbox, RedisQueue, TaskCall, inbox
 from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE, LEASE_SECONDS
 from webhooks.registry import Endpoint, MemoryRegistry
 from webhooks.samples import sample_event_kwargs
@@ -102,12 +106,12 @@ def test_a_fanout_task_that_starts_first_takes_the_lease_of_one_only_scheduled(b
     assert broker.llen(KEY_INBOX) == 0 and not broker.exists(KEY_LEASE)
 
 
-def test_a_running_fanout_task_renews_its_lease_and_stops_when_it_is_done(broker, redis_queue, monkeypatch):
+def test_a_running_fanout_task_renews_its_lease_and_stops_when_it_is_done(broker, redis_inbox, monkeypatch):
     monkeypatch.setattr(inbox, "RENEW_INTERVAL_SECONDS", 0.05)
     publish(1)
     holder = lease(broker)
-    redis_queue.claim(holder, EVENTS_PER_FANOUT)
-    with redis_queue.renewing(holder):
+    redis_inbox.claim(holder, EVENTS_PER_FANOUT)
+    with redis_inbox.renewing(holder):
         broker.pexpire(KEY_LEASE, 300)
         wait_until(lambda: broker.pttl(KEY_LEASE) > 1000, timeout=5, what="the lease to be renewed")
     broker.pexpire(KEY_LEASE, 200)
@@ -115,41 +119,43 @@ def test_a_running_fanout_task_renews_its_lease_and_stops_when_it_is_done(broker
     assert not broker.exists(KEY_LEASE)
 
 
-def test_a_renewal_never_takes_back_a_lease_another_task_holds(broker, redis_queue, monkeypatch):
+def test_a_renewal_never_takes_back_a_lease_another_task_holds(broker, redis_inbox, monkeypatch):
     monkeypatch.setattr(inbox, "RENEW_INTERVAL_SECONDS", 0.05)
     broker.set(KEY_LEASE, "the-task-that-holds-it-now", px=300)
-    with redis_queue.renewing("a-task-that-lost-it"):
+    with redis_inbox.renewing("a-task-that-lost-it"):
         time.sleep(0.2)
     assert broker.get(KEY_LEASE) in (None, b"the-task-that-holds-it-now")
     assert broker.pttl(KEY_LEASE) < 300
 
 
-def test_a_fanout_task_that_lost_its_lease_meanwhile_removes_nothing(broker, redis_queue):
+def test_a_fanout_task_that_lost_its_lease_meanwhile_removes_nothing(broker, redis_inbox):
     publish(2)
     holder = lease(broker)
-    assert len(redis_queue.claim(holder, EVENTS_PER_FANOUT).events) == 2
+    assert len(redis_inbox.claim(holder, EVENTS_PER_FANOUT).events) == 2
     broker.set(KEY_LEASE, "the-task-that-holds-it-now")
-    assert redis_queue.done(holder, 2) == -1
+    assert redis_inbox.done(holder, 2, inbox_fanout_call()) == -1
     assert broker.llen(KEY_INBOX) == 2  # fanned out again by the holder (twice, never not at all)
 
 
-def test_a_lease_that_lapsed_with_a_lost_task_gets_exactly_one_new_fanout_task(broker, redis_queue):
+def test_a_lease_that_lapsed_with_a_lost_task_gets_exactly_one_new_fanout_task(broker, redis_queue, redis_inbox):
     publish(1)
     broker.delete(KEY_LEASE, "celery")  # the task was lost with its worker and its lease expired
-    redis_queue.housekeeping(now=0.0)
-    redis_queue.housekeeping(now=0.0)
+    chores = BrokerChores(redis_queue.waiting, redis_inbox)
+    chores.run(0.0, inbox_fanout_call)
+    chores.run(0.0, inbox_fanout_call)
     (task,) = queued(broker)
     assert (task["task"], task["id"]) == ("webhooks.fanout_inbox", lease(broker))
 
 
-def test_an_empty_inbox_needs_no_fanout_task(broker, redis_queue):
-    redis_queue.housekeeping(now=0.0)
+def test_an_empty_inbox_needs_no_fanout_task(broker, redis_queue, redis_inbox):
+    BrokerChores(redis_queue.waiting, redis_inbox).run(0.0, inbox_fanout_call)
     assert broker.llen("celery") == 0 and not broker.exists(KEY_LEASE)
 
 
 def test_an_unreachable_broker_raises_publish_error_and_the_event_is_not_published(monkeypatch):
     monkeypatch.setattr(app.conf, "broker_url", "redis://127.0.0.1:1/0")
-    monkeypatch.setattr("webhooks.publish.queue_for", lambda app: RedisQueue(app, unreachable_redis()))
+    queue = RedisQueue(app, unreachable_redis())
+    monkeypatch.setattr("webhooks.publish.inbox_for", lambda app: Inbox(queue.client, queue, pushed=queue.message))
     with pytest.raises(PublishError, match=r"^Event evt_\w+ was not published: the broker at redis://127.0.0.1:1/0"):
         publish(1)
 
@@ -200,3 +206,84 @@ def test_an_event_published_after_the_lease_lapsed_with_its_task_schedules_a_new
     assert (task["task"], task["id"]) == ("webhooks.fanout_inbox", lease(broker))
     publish(1)  # a task holds the lease: no other
     assert len(queued(broker)) == 1
+
+
+@pytest.fixture
+def store_inbox(monkeypatch):
+    """An inbox in a (fake) store Redis beside a Celery queue, as on RabbitMQ; the tasks it sends are listed."""
+    sent = []
+    monkeypatch.setattr(app, "send_task", lambda name, args, **options: sent.append((name, options["task_id"])))
+    store_inbox = Inbox(fakeredis.FakeRedis(server=fakeredis.FakeServer()), CeleryQueue(app))
+    store_inbox.sent = sent
+    return store_inbox
+
+
+def store_lease(store_inbox) -> str:
+    return store_inbox.client.get(KEY_LEASE).decode().removeprefix("scheduled:")
+
+
+def append(store_inbox, event_id: str) -> None:
+    store_inbox.append(("user_created", event_id, "{}"), inbox_fanout_call())
+
+
+def test_in_the_store_single_events_wait_behind_one_fanout_task_sent_through_celery(store_inbox):
+    for n in range(3):
+        append(store_inbox, f"evt_{n}")
+    assert store_inbox.client.llen(KEY_INBOX) == 3
+    assert store_inbox.sent == [("webhooks.fanout_inbox", store_lease(store_inbox))]  # one task, with the lease
+
+
+def test_in_the_store_the_fanout_task_takes_its_events_and_hands_the_lease_on_only_while_events_wait(store_inbox):
+    append(store_inbox, "evt_1")
+    ((_, first),) = store_inbox.sent
+    claimed = store_inbox.claim(first, 100)
+    assert claimed.events == [("user_created", "evt_1", "{}")]
+    append(store_inbox, "evt_2")  # while it fans out: it will hand on
+    assert store_inbox.done(first, claimed.taken, inbox_fanout_call()) == 1
+    second = store_inbox.sent[-1][1]
+    assert second != first and store_lease(store_inbox) == second
+    assert store_inbox.done(second, store_inbox.claim(second, 100).taken, inbox_fanout_call()) == 0
+    assert store_inbox.claim(first, 100).events == []  # the first task, run again, has nothing left to do
+    assert len(store_inbox.sent) == 2
+
+
+def test_in_the_store_a_fanout_that_cannot_be_sent_leaves_the_event_accepted_for_housekeeping(
+    store_inbox, monkeypatch, caplog
+):
+    def broker_down(name, args, **options):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(app, "send_task", broker_down)
+    append(store_inbox, "evt_1")  # accepted: it waits in the inbox
+    assert "could not be sent" in caplog.text and store_inbox.client.llen(KEY_INBOX) == 1
+    monkeypatch.setattr(app, "send_task", lambda name, args, **options: store_inbox.sent.append((name, "x")))
+    chores = BrokerChores(None, store_inbox)
+    chores.run(time.time(), inbox_fanout_call)
+    assert store_inbox.sent == []  # the lease of the task that was never sent still holds
+    store_inbox.client.delete(KEY_LEASE)  # ... until it lapses
+    chores.run(time.time(), inbox_fanout_call)
+    assert store_inbox.sent == [("webhooks.fanout_inbox", "x")]
+
+
+def test_in_the_store_a_lapsed_lease_is_left_to_the_workers_not_to_the_next_append(store_inbox):
+    append(store_inbox, "evt_1")
+    store_inbox.client.delete(KEY_LEASE)  # its task was lost with its worker
+    append(store_inbox, "evt_2")  # no send to a broker that may be down
+    assert len(store_inbox.sent) == 1
+    assert store_inbox.ensure(inbox_fanout_call())
+    assert len(store_inbox.sent) == 2 and not store_inbox.ensure(inbox_fanout_call())
+
+
+def test_on_a_redis_broker_the_inbox_pushes_the_fanout_message_it_is_given_in_the_same_step(broker, redis_inbox):
+    fanout = TaskCall("any.task.name", (), "()", task_id="task-7")  # the pipeline names it, not the inbox
+    redis_inbox.append(("user_created", "evt_1", "{}"), fanout)
+    (task,) = queued(broker)
+    assert (task["task"], task["id"], lease(broker)) == ("any.task.name", "task-7", "task-7")
+
+
+def test_an_unreachable_inbox_raises_operational_error():
+    queue = CeleryQueue(app)
+    with pytest.raises(OperationalError):
+        Inbox(unreachable_redis(), queue).append(("user_created", "evt_1", "{}"), inbox_fanout_call())
+    with pytest.raises(OperationalError):
+        Inbox(unreachable_redis(), queue).claim("t", 1)

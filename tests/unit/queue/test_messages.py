@@ -19,7 +19,7 @@ CALL = TaskCall("webhooks.deliver", ("crm", "evt_1", '{"id":"evt_1"}'), "('crm',
     "call",
     [
         CALL,
-        TaskCall("webhooks.deliver", CALL.args, CALL.argsrepr, task_id="task-1", retries=3, due=1000.0),
+        TaskCall("webhooks.deliver", CALL.args, CALL.argsrepr, task_id="task-1", retries=3),
         TaskCall("webhooks.deliver_many", ("ep_1", [["evt_1", "{}"], ["evt_2", '{"a":"é"}']]), "('ep_1', [...])"),
         TaskCall("webhooks.deliver_many", ("ep_1", [["evt_1", "{}"], ["evt_2", "{}"]]), "('ep_1', [...])", retries=4),
         TaskCall("webhooks.fanout_many", ([["user_created", "evt_1", "{}"]],), "[('user_created', 'evt_1')]"),

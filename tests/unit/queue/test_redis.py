@@ -1,4 +1,4 @@
-"""The Redis queue on a fakeredis broker: one round trip, retries waiting in the sorted set, routes honoured."""
+"""The Redis queue on a fakeredis broker: one push per list, calls due later in the waiting set, routes honoured."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ from kombu.exceptions import OperationalError
 
 from tests.cli import unreachable_redis
 from webhooks.celery_app import app
-from webhooks.queue import Depths, RedisQueue, TaskCall
-from webhooks.queue.inbox import KEY_INBOX
-from webhooks.queue.redis import KEY_WAITING, waiting_member
+from webhooks.queue import RedisQueue, TaskCall
+from webhooks.queue.waiting import KEY_WAITING, take_noted
 
 CALL = TaskCall("webhooks.deliver", ("crm", "evt_1", '{"id":"evt_1"}'), "('crm', 'evt_1')")
 
@@ -26,7 +25,7 @@ def broker():
 
 def test_every_message_goes_out_in_one_push_in_order(broker):
     calls = [TaskCall("webhooks.deliver", (f"ep_{n}", "evt_1", "{}"), repr((f"ep_{n}", "evt_1"))) for n in range(3)]
-    RedisQueue(app, broker).enqueue(calls)
+    RedisQueue(app, broker).send(calls)
     queued = broker.lrange("celery", 0, -1)
     # Workers pop from the right: the first call is the first delivered.
     assert [json.loads(item)["headers"]["argsrepr"] for item in reversed(queued)] == [c.argsrepr for c in calls]
@@ -34,40 +33,40 @@ def test_every_message_goes_out_in_one_push_in_order(broker):
 
 def test_an_unreachable_broker_raises_operational_error():
     with pytest.raises(OperationalError):
-        RedisQueue(app, unreachable_redis()).enqueue([CALL])
+        RedisQueue(app, unreachable_redis()).send([CALL])
+    with pytest.raises(OperationalError):
+        RedisQueue(app, unreachable_redis()).send_later([(CALL, 1.0)])
 
 
-def test_a_retry_waits_until_it_is_due_then_moves_to_its_queue_once(broker):
+def test_calls_due_later_wait_in_the_waiting_set_with_their_ids_counts_and_due_times_in_one_command(broker):
     queue = RedisQueue(app, broker)
-    queue.enqueue([TaskCall(CALL.name, CALL.args, CALL.argsrepr, task_id="task-1", retries=3, due=1000.0)])
-    queue.housekeeping(now=999.0)
-    assert broker.llen("celery") == 0 and broker.zcard(KEY_WAITING) == 1
-    queue.housekeeping(now=1000.0)
-    queue.housekeeping(now=1001.0)  # moved once, whoever asks again
-    (message,) = broker.lrange("celery", 0, -1)
-    headers = json.loads(message)["headers"]
-    assert (headers["id"], headers["retries"], headers["argsrepr"]) == ("task-1", 3, CALL.argsrepr)
-    assert broker.zcard(KEY_WAITING) == 0
+    retry = TaskCall(CALL.name, CALL.args, CALL.argsrepr, task_id="task-1", retries=3)
+    other = TaskCall(CALL.name, ("erp", "evt_1", "{}"), "('erp', 'evt_1')", task_id="task-2", retries=1)
+    take_noted()
+    queue.send_later([(retry, 2000.0), (other, 1500.0)])
+    assert broker.llen("celery") == 0
+    waiting = broker.zrange(KEY_WAITING, 0, -1, withscores=True)
+    assert [(member.split(b"\n", 1)[0], score) for member, score in waiting] == [
+        (b"celery", 1500.0),
+        (b"celery", 2000.0),
+    ]
+    headers = [json.loads(member.split(b"\n", 1)[1])["headers"] for member, _ in waiting]
+    assert [(h["id"], h["retries"]) for h in headers] == [("task-2", 1), ("task-1", 3)]
+    assert take_noted() == 1500.0  # this process's worker looks then
 
 
-def test_a_waiting_message_goes_to_the_list_it_was_bound_for(broker):
-    # The transport puts Celery's own ETA messages (autoretry) in the same set, bound for their queue's list.
-    broker.zadd(KEY_WAITING, {waiting_member("deliveries", b'{"m": 1}'): 5.0})
-    RedisQueue(app, broker).housekeeping(now=10.0)
-    assert broker.lrange("deliveries", 0, -1) == [b'{"m": 1}']
-
-
-def test_calls_due_now_and_later_go_out_in_one_round_trip(broker):
-    later = TaskCall(CALL.name, CALL.args, CALL.argsrepr, task_id="task-3", retries=1, due=2000.0)
-    RedisQueue(app, broker).enqueue([CALL, later])
-    assert broker.llen("celery") == 1
-    assert broker.zrange(KEY_WAITING, 0, -1, withscores=True)[0][1] == 2000.0
+def test_calls_to_several_lists_go_out_in_one_round_trip(broker):
+    routed = Celery("routed", set_as_current=False)
+    routed.conf.task_routes = {"webhooks.deliver": {"queue": "deliveries"}}
+    other = TaskCall("webhooks.fanout_many", ([],), "[]")
+    RedisQueue(routed, broker).send([CALL, other, CALL])
+    assert (broker.llen("deliveries"), broker.llen("celery")) == (2, 1)
 
 
 def test_task_routes_are_honoured(broker):
     routed = Celery("routed", set_as_current=False)
     routed.conf.task_routes = {"webhooks.deliver": {"queue": "deliveries"}}
-    RedisQueue(routed, broker).enqueue([CALL])
+    RedisQueue(routed, broker).send([CALL])
     assert broker.llen("deliveries") == 1 and broker.llen("celery") == 0
     message = json.loads(broker.lrange("deliveries", 0, -1)[0])
     assert message["properties"]["delivery_info"]["routing_key"] == "deliveries"
@@ -82,7 +81,7 @@ def test_with_a_publish_signal_connected_messages_go_through_celery(broker, monk
 
     before_task_publish.connect(receiver)
     try:
-        RedisQueue(app, broker).enqueue([CALL])
+        RedisQueue(app, broker).send([CALL])
     finally:
         before_task_publish.disconnect(receiver)
     assert sent == [(CALL.name, CALL.args)] and broker.llen("celery") == 0
@@ -92,17 +91,6 @@ def test_with_sent_events_on_messages_go_through_celery(broker, monkeypatch):
     sent = []
     monkeypatch.setattr(app, "send_task", lambda name, args, **options: sent.append(name))
     monkeypatch.setitem(app.conf, "task_send_sent_event", True)
-    RedisQueue(app, broker).enqueue([CALL])
-    assert sent == [CALL.name] and broker.llen("celery") == 0
-
-
-def test_depths_read_the_queue_the_waiting_retries_and_the_inbox_in_one_go(broker):
-    queue = RedisQueue(app, broker)
-    assert queue.depths(now=500.0) == Depths(queue=0, retries_waiting=0, oldest_due_seconds=0.0, inbox=0)
-    later = [TaskCall(CALL.name, CALL.args, CALL.argsrepr, due=due) for due in (1000.0, 1200.0)]
-    queue.enqueue([CALL, CALL, *later])
-    broker.rpush(KEY_INBOX, "[]")
-    assert queue.depths(now=900.0) == Depths(queue=2, retries_waiting=2, oldest_due_seconds=0.0, inbox=1)
-    assert queue.depths(now=1002.5) == Depths(queue=2, retries_waiting=2, oldest_due_seconds=2.5, inbox=1)
-    with pytest.raises(OperationalError):
-        RedisQueue(app, unreachable_redis()).depths(now=0.0)
+    RedisQueue(app, broker).send([CALL])
+    RedisQueue(app, broker).send_later([(CALL, 2000.0)])
+    assert sent == [CALL.name, CALL.name] and broker.llen("celery") == 0 and broker.zcard(KEY_WAITING) == 0
