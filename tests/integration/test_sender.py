@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,6 +28,7 @@ from webhooks.signing import HEADER, verify
 
 pytestmark = pytest.mark.integration
 
+CI = os.environ.get("CI") == "true"
 SECRET = "whsec_sender_test_0123456789abcdef"
 BODY = b'{"id":"evt_1","name":"user_created","data":{"email":"ada@example.com"}}'
 LOOPBACK = Settings(allow_private_networks="127.0.0.1/32", connect_timeout=2, read_timeout=5)
@@ -263,3 +268,29 @@ def test_a_name_resolving_to_a_refused_address_is_dropped_before_connecting(send
     (result,) = sender.start([Outgoing(endpoint("http://internal.example.test/hook"), BODY, datetime.now(UTC))]).wait()
     assert result.outcome is Outcome.DROP and result.error.startswith("UnsafeAddress: ")
     assert result.reason.startswith("Refused: address ") and result.reason.endswith(" is private")
+
+
+@pytest.fixture
+def self_signed_tls(tmp_path, loopback) -> str:
+    """The URL of a loopback receiver behind TLS with a self-signed certificate for 127.0.0.1."""
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.fail("openssl is needed to make the test certificate.") if CI else pytest.skip("no openssl")
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"]
+        + ["-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )
+    receiver = loopback()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    receiver.server.socket = context.wrap_socket(receiver.server.socket, server_side=True)
+    return receiver.url().replace("http://", "https://")
+
+
+def test_tls_certificates_are_verified(self_signed_tls):
+    result = send(self_signed_tls)
+    assert (result.outcome, result.status_code, result.reason) == (Outcome.RETRY, None, "TLS certificate not trusted")
+    assert result.error is not None and "certificate verify failed" in result.error

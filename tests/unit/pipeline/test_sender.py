@@ -6,13 +6,18 @@ tests/integration/test_sender.py.
 
 from __future__ import annotations
 
+import asyncio
+import signal
+import threading
 from datetime import UTC, datetime
 
 import pytest
+from celery.exceptions import SoftTimeLimitExceeded
 
 from webhooks.pipeline import attempt as attempt_module
 from webhooks.pipeline.attempt import attempts
 from webhooks.pipeline.http import Outcome
+from webhooks.pipeline.reasons import TIME_LIMIT_REASON
 from webhooks.pipeline.sender import Outgoing, Sender, send_all
 from webhooks.registry import Endpoint
 from webhooks.settings import Settings
@@ -96,3 +101,35 @@ def test_the_standard_webhooks_headers_follow_the_setting(standard):
         Settings(standard_headers=standard), endpoint("http://10.1.2.3/hook"), "evt_9", BODY.decode(), 1
     )
     assert ("webhook-id" in made.attempt.request_headers) is standard
+
+
+def test_the_soft_time_limit_cuts_the_attempts_still_running_and_keeps_those_made(monkeypatch):
+    real, cancelled = Sender._send, threading.Event()
+
+    async def send(self, item):
+        if item.endpoint.id == "slow":
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+        return await real(self, item)
+
+    def soft_time_limit(signum, frame):  # what Celery's prefork child does when the limit passes
+        raise SoftTimeLimitExceeded()
+
+    monkeypatch.setattr(Sender, "_send", send)
+    previous = signal.signal(signal.SIGALRM, soft_time_limit)
+    signal.setitimer(signal.ITIMER_REAL, 0.5)
+    try:
+        deliveries = [
+            (endpoint("http://10.1.2.3/hook", id="fast"), "evt_1", BODY.decode(), 1),
+            (endpoint("http://10.1.2.4/hook", id="slow"), "evt_1", BODY.decode(), 1),
+        ]
+        fast, slow = attempts(Settings(), deliveries)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert (fast.attempt.outcome, slow.attempt.outcome) == ("drop", "retry")
+    assert (slow.attempt.error, slow.attempt.reason) == ("TimeLimitExceeded", TIME_LIMIT_REASON)
+    assert cancelled.wait(5), "the slow attempt was left running on the loop"
