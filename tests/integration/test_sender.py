@@ -294,3 +294,10 @@ def test_tls_certificates_are_verified(self_signed_tls):
     result = send(self_signed_tls)
     assert (result.outcome, result.status_code, result.reason) == (Outcome.RETRY, None, "TLS certificate not trusted")
     assert result.error is not None and "certificate verify failed" in result.error
+
+
+def test_a_name_the_system_resolves_to_loopback_is_refused_by_default(loopback):
+    receiver = loopback()
+    result = send(receiver.url(host="localhost"), Settings())
+    assert result.outcome is Outcome.DROP and result.reason is not None and result.reason.endswith(" is private")
+    assert receiver.connections == 0
