@@ -206,12 +206,12 @@ class Dns(AbstractResolver):
 
 
 @pytest.fixture
-def sender_with(request) -> Iterator[Callable[[Dns, Settings], Sender]]:
+def sender_with() -> Iterator[Callable[..., Sender]]:
     senders: list[Sender] = []
     loop = BackgroundLoop("test-loop")
 
-    def make(dns: Dns, settings: Settings = LOOPBACK) -> Sender:
-        senders.append(Sender(settings, loop, resolver=dns))
+    def make(dns: Dns | None, settings: Settings = LOOPBACK, **options) -> Sender:
+        senders.append(Sender(settings, loop, resolver=dns, **options))
         return senders[-1]
 
     yield make
@@ -301,3 +301,17 @@ def test_a_name_the_system_resolves_to_loopback_is_refused_by_default(loopback):
     result = send(receiver.url(host="localhost"), Settings())
     assert result.outcome is Outcome.DROP and result.reason is not None and result.reason.endswith(" is private")
     assert receiver.connections == 0
+
+
+def test_connections_are_kept_alive_to_at_most_idle_hosts_receivers(loopback, sender_with):
+    first, second = loopback(), loopback(host="127.0.0.2")
+    sender = sender_with(None, Settings(allow_private_networks="127.0.0.0/30"), idle_hosts=1)
+
+    def deliver(receiver: Loopback, host: str) -> None:
+        (result,) = sender.start([Outgoing(endpoint(receiver.url(host=host)), BODY, datetime.now(UTC))]).wait()
+        assert result.outcome is Outcome.DELIVERED
+
+    for receiver, host in [(first, "127.0.0.1"), (second, "127.0.0.2")] * 2:
+        deliver(receiver, host)
+    # The first receiver's connection stays open and is used again; the second's is closed after each delivery.
+    assert (first.connections, second.connections) == (1, 2)

@@ -22,10 +22,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, cast
 
 import aiohttp
 import certifi
 from aiohttp.abc import AbstractResolver
+from aiohttp.client_proto import ResponseHandler
+from aiohttp.client_reqrep import ConnectionKey
 
 from webhooks.endpoints.rules import retry_after_seconds
 from webhooks.pipeline.address import AddressPolicy, PolicyResolver, UnsafeAddressError, guarded_socket
@@ -48,6 +51,8 @@ logger = logging.getLogger("webhooks.delivery")
 
 #: Seconds an idle kept-alive connection to a receiver stays open for the next delivery to it.
 KEEPALIVE_SECONDS = 15.0
+#: Most receivers (host and port) a process keeps idle connections to; a connection to one more is closed.
+IDLE_HOSTS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +71,9 @@ class Outgoing:
 class Batch:
     """Attempts handed to the loop; ``results`` fills in as each ends (``None`` until then)."""
 
-    def __init__(self, size: int) -> None:
-        self.results: list[AttemptResult | None] = [None] * size
-        self.future: concurrent.futures.Future[None] | None = None
+    def __init__(self, results: list[AttemptResult | None], future: concurrent.futures.Future[None]) -> None:
+        self.results = results
+        self.future = future
 
     def wait(self) -> list[AttemptResult]:
         """Every result, in order, once all attempts have ended.
@@ -76,13 +81,12 @@ class Batch:
         Interrupted while waiting (a task's soft time limit), it cancels the attempts still running and
         re-raises; ``results`` keeps those that ended.
         """
-        assert self.future is not None
         try:
             self.future.result()
         except BaseException:
             self.future.cancel()
             raise
-        return [result if result is not None else unexpected(RuntimeError("no result")) for result in self.results]
+        return cast(list[AttemptResult], self.results)  # each attempt's coroutine sets its result or fails it
 
 
 class Sender:
@@ -92,21 +96,28 @@ class Sender:
     policy applies to whatever it answers.
     """
 
-    def __init__(self, settings: Settings, loop: BackgroundLoop, *, resolver: AbstractResolver | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        loop: BackgroundLoop,
+        *,
+        resolver: AbstractResolver | None = None,
+        idle_hosts: int = IDLE_HOSTS,
+    ) -> None:
         self.policy = AddressPolicy.of(settings)
         self.timeout = (settings.connect_timeout, settings.read_timeout)
         self.deadline_seconds = settings.attempt_deadline
         self.max_in_flight = settings.max_in_flight
         self.loop = loop
         self._resolver = resolver
+        self.idle_hosts = idle_hosts
         self._session: aiohttp.ClientSession | None = None
         self._slots: asyncio.Semaphore | None = None
 
     def start(self, outgoing: Sequence[Outgoing]) -> Batch:
         """Hand ``outgoing`` to the loop; ``wait()`` on the batch for the results."""
-        batch = Batch(len(outgoing))
-        batch.future = self.loop.submit(self._send_all(outgoing, batch.results))
-        return batch
+        results: list[AttemptResult | None] = [None] * len(outgoing)
+        return Batch(results, self.loop.submit(self._send_all(outgoing, results)))
 
     def close(self) -> None:
         """Close the session and its connections (tests; a worker's lives as long as the process)."""
@@ -128,7 +139,8 @@ class Sender:
 
     def _started(self) -> tuple[aiohttp.ClientSession, asyncio.Semaphore]:
         if self._session is None or self._slots is None:
-            connector = aiohttp.TCPConnector(
+            connector = _IdleBoundConnector(
+                self.idle_hosts,
                 limit=0,  # in-flight requests are bounded by the slots below, not by connections
                 ssl=ssl.create_default_context(cafile=certifi.where()),  # verified, against certifi's roots
                 resolver=PolicyResolver(self.policy, self._resolver or aiohttp.ThreadedResolver()),
@@ -184,6 +196,24 @@ class Sender:
                 response_headers=received,
                 retry_after_seconds=retry_after,
             )
+
+
+class _IdleBoundConnector(aiohttp.TCPConnector):
+    """Keeps idle connections to at most ``idle_hosts`` receivers.
+
+    aiohttp bounds connections in use, not idle ones: a fan-out to thousands of hosts would hold a socket
+    to each for the keep-alive time, and a process can run out of file descriptors. This overrides the
+    connector's release (aiohttp's own hook, pinned below 4): a connection to a receiver with none idle
+    is closed once that many have one, so receivers sent to often keep theirs.
+    """
+
+    def __init__(self, idle_hosts: int, **options: Any) -> None:
+        super().__init__(**options)
+        self.idle_hosts = idle_hosts
+
+    def _release(self, key: ConnectionKey, protocol: ResponseHandler, *, should_close: bool = False) -> None:
+        full = len(self._conns) >= self.idle_hosts and key not in self._conns
+        super()._release(key, protocol, should_close=should_close or full)
 
 
 async def _read_excerpt(response: aiohttp.ClientResponse, into: bytearray) -> None:
