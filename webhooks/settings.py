@@ -111,6 +111,13 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(
         64, ge=1, le=1000, description="Deliveries one worker process sends at once (threads or child processes)."
     )
+    max_in_flight: int = Field(
+        256,
+        ge=1,
+        le=100_000,
+        description="Most HTTP requests one worker process has in flight at once, over all its tasks and endpoints "
+        "(they share the process's event loop); more wait for a slot before their attempt starts.",
+    )
     allow_private_networks: Annotated[bool | Networks, NoDecode, BeforeValidator(_private_networks)] = Field(
         False,
         description="Deliver to loopback and private addresses: `true` (any but link-local), or a comma-separated "

@@ -17,7 +17,8 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.waiting import wait_until
-from webhooks.pipeline.http import Outcome, new_session, send
+from webhooks.pipeline.http import Outcome
+from webhooks.pipeline.sender import Outgoing, send_all
 from webhooks.registry import Endpoint
 from webhooks.settings import Settings
 
@@ -92,14 +93,24 @@ def attempt(port: int):
         connect_timeout=1, read_timeout=1, attempt_deadline_seconds=2, allow_private_networks="127.0.0.0/8"
     )
     endpoint = Endpoint(id="drip", url=f"http://127.0.0.1:{port}/hook", secret=SECRET, events=["all"])
-    return send(
-        new_session(settings),
-        endpoint,
-        b'{"id":"evt_drip","name":"user_created"}',
-        timeout=(settings.connect_timeout, settings.read_timeout),
-        now=datetime.now(UTC),
-        deadline_seconds=settings.attempt_deadline,
+    (result,) = send_all(settings, [Outgoing(endpoint, b'{"id":"evt_drip","name":"user_created"}', datetime.now(UTC))])
+    return result
+
+
+def test_a_slow_receiver_holds_back_no_other_delivery_of_its_batch_beyond_its_deadline(drip, receiver):
+    slow = drip(b"", b"HTTP/1.1 200 OK\r\n" + b"X-Drip: " + b"a" * DRIPPED_BYTES + b"\r\n\r\n")
+    settings = Settings(
+        connect_timeout=1, read_timeout=1, attempt_deadline_seconds=2, allow_private_networks="127.0.0.0/8"
     )
+    now = datetime.now(UTC)
+    outgoing = [
+        Outgoing(Endpoint(id=name, url=url, secret=SECRET, events=["all"]), b"{}", now)
+        for name, url in (("drip", f"http://127.0.0.1:{slow.port}/hook"), ("fast", receiver.url("/deadline-fast")))
+    ]
+    started = time.monotonic()
+    cut, fast = send_all(settings, outgoing)
+    assert (cut.outcome, fast.outcome) == (Outcome.RETRY, Outcome.DELIVERED)
+    assert fast.latency_ms < 1000 and time.monotonic() - started < 4  # the batch ends at the slow one's deadline
 
 
 def test_a_receiver_dripping_its_status_line_is_cut_at_the_deadline_and_retried(drip):

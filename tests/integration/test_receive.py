@@ -16,7 +16,8 @@ from tests.integration.conftest import BIN
 from tests.waiting import wait_until
 from webhooks.events import build_event, serialize
 from webhooks.ops.services import Services
-from webhooks.pipeline.http import build_headers, new_session, send
+from webhooks.pipeline.http import build_headers
+from webhooks.pipeline.sender import Outgoing, send_all
 from webhooks.registry import Endpoint
 from webhooks.samples import sample_event_kwargs
 from webhooks.settings import Settings
@@ -52,10 +53,10 @@ def test_webhooks_receive_verifies_our_sender_and_rejects_a_tampered_request(rec
     event = build_event("user_created", **sample_event_kwargs("user_created"), now=now)
     body = serialize(event)
     endpoint = Endpoint(id="dev", url=f"{base_url}/hooks/service", secret=SECRET, events=["all"])
-    session = new_session(Settings(allow_private_networks=True))
+    settings = Settings(allow_private_networks=True, connect_timeout=2, read_timeout=5)
 
-    first = send(session, endpoint, body, timeout=(2, 5), now=now)
-    second = send(session, endpoint, body, timeout=(2, 5), now=now)
+    (first,) = send_all(settings, [Outgoing(endpoint, body, now)])
+    (second,) = send_all(settings, [Outgoing(endpoint, body, now)])
     assert (first.status_code, second.status_code) == (503, 200)  # --fail-first 1, then delivered
 
     headers = build_headers(body, [SECRET], int(now.timestamp()))

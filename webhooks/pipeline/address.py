@@ -1,33 +1,70 @@
-"""Which receiver addresses deliveries may reach, checked after DNS resolution on every connection.
+"""Which receiver addresses deliveries may reach, checked on the address each connection is made to.
 
 ``WEBHOOKS_ALLOW_PRIVATE_NETWORKS`` is ``false`` (public addresses only), ``true`` (any address) or a
 list of CIDR ranges allowed besides the public ones. Link-local addresses (169.254.0.0/16, where
 cloud metadata services answer, and fe80::/10) are refused even with ``true``: only a range listed
-explicitly lets deliveries reach them. The session connects to the very address it checked (no
-second DNS lookup an attacker could rebind), as requests-hardened does.
+explicitly lets deliveries reach them.
+
+The sender applies the policy twice on every new connection: ``PolicyResolver`` refuses a host name
+any of whose addresses is refused (the sender connects to exactly the addresses it returns, so there
+is no second DNS lookup an attacker could rebind), and ``guarded_socket`` refuses to open a socket to
+a refused address, which also covers addresses written in the URL (aiohttp does not resolve those).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-import requests
-from requests.adapters import HTTPAdapter
-from requests.structures import CaseInsensitiveDict
-from requests_hardened.ip_filter import EXTRA_BLOCKED_NET_RANGES, InvalidIPAddress
-from urllib3.util.connection import allowed_gai_family
+from aiohttp.abc import AbstractResolver, ResolveResult
 
 from webhooks.errors import InvalidEndpointError
 from webhooks.registry.base import check_url, masked_url
 from webhooks.settings import Networks, Settings
 
-__all__ = ["AddressPolicy", "PinnedAddressAdapter", "check_address", "check_deliverable", "resolve"]
+__all__ = [
+    "AddressPolicy",
+    "PolicyResolver",
+    "UnsafeAddressError",
+    "check_address",
+    "check_deliverable",
+    "guarded_socket",
+]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+#: Special-purpose ranges that ``ipaddress`` does not call private (IANA registries): shared address space
+#: (carrier-grade NAT), 6to4 relays, IETF protocol assignments, NAT64, 6to4, ORCHIDv2, documentation, SRv6.
+_RESERVED = tuple(
+    ipaddress.ip_network(cidr)
+    for cidr in (
+        "100.64.0.0/10",
+        "192.0.0.0/24",
+        "192.88.99.0/24",
+        "64:ff9b::/96",
+        "64:ff9b:1::/48",
+        "2001:20::/28",
+        "2002::/16",
+        "3fff::/20",
+        "5f00::/16",
+    )
+)
+
+
+class UnsafeAddressError(OSError):
+    """A connection refused because its address is one the policy does not permit.
+
+    An ``OSError`` so that it travels through aiohttp's connection attempts as a failed connect; the
+    sender turns it into a dropped attempt and it never leaves the sender.
+    """
+
+    def __init__(self, address: IPAddress) -> None:
+        super().__init__(str(address))
+        self.address = address
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,19 +89,46 @@ class AddressPolicy:
             return False
         if self.allow_all:
             return True
-        return not (ip.is_private or ip.is_multicast or any(ip in network for network in EXTRA_BLOCKED_NET_RANGES))
+        return not (ip.is_private or ip.is_multicast or any(ip in network for network in _RESERVED))
+
+    def check(self, address: str) -> None:
+        """Raise UnsafeAddressError unless ``address`` (an IP address as text, IPv6 with or without a zone) is
+        permitted."""
+        ip = ipaddress.ip_address(address.partition("%")[0])
+        if not self.permits(ip):
+            raise UnsafeAddressError(ip)
 
 
-def resolve(host: str, port: int, policy: AddressPolicy) -> str:
-    """The address to connect to for ``host``, once the policy permits it; InvalidIPAddress if it does not."""
-    try:
-        addresses = socket.getaddrinfo(host, port, family=allowed_gai_family(), type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
-        raise requests.ConnectionError(f"The host {host!r} cannot be resolved.") from exc
-    ip = ipaddress.ip_address(addresses[0][4][0])
-    if not policy.permits(ip):
-        raise InvalidIPAddress(ip)
-    return str(ip) if ip.version == 4 else f"[{ip}]"
+class PolicyResolver(AbstractResolver):
+    """Resolves with ``inner`` (getaddrinfo in a thread by default) and refuses a name any of whose addresses
+    the policy refuses: a name that points at an internal address is not a receiver, whatever else it lists."""
+
+    def __init__(self, policy: AddressPolicy, inner: AbstractResolver) -> None:
+        self.policy = policy
+        self.inner = inner
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        results = await self.inner.resolve(host, port, family)
+        for result in results:
+            self.policy.check(result["host"])
+        return results
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+def guarded_socket(policy: AddressPolicy) -> Callable[[tuple[Any, ...]], socket.socket]:
+    """aiohttp's ``socket_factory``: a socket only for an address the policy permits, checked on the very
+    address about to be connected to."""
+
+    def factory(addr_info: tuple[Any, ...]) -> socket.socket:
+        family, type_, proto, _, address = addr_info
+        policy.check(address[0])
+        return socket.socket(family=family, type=type_, proto=proto)
+
+    return factory
 
 
 def check_address(url: str, policy: AddressPolicy) -> None:
@@ -81,13 +145,14 @@ def check_address(url: str, policy: AddressPolicy) -> None:
     if policy.allow_all and not _is_address(host):
         return
     try:
-        resolve(host, port, policy)
-    except InvalidIPAddress as exc:
+        for *_, address in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+            policy.check(str(address[0]))
+    except UnsafeAddressError as exc:
         raise ValueError(
             f"The URL {masked_url(url)!r} points at {exc}, a loopback, private, link-local or reserved address; "
             "deliveries there are refused (WEBHOOKS_ALLOW_PRIVATE_NETWORKS allows them: true, or CIDR ranges)."
         ) from None
-    except requests.ConnectionError:
+    except OSError:
         raise ValueError(f"The host of the URL {masked_url(url)!r} cannot be resolved.") from None
 
 
@@ -105,31 +170,7 @@ def check_deliverable(url: str, policy: AddressPolicy) -> None:
     Raises InvalidEndpointError with one sentence.
     """
     try:
-        check_address(check_url(url), policy)
+        check_url(url)
+        check_address(url, policy)
     except ValueError as exc:
         raise InvalidEndpointError(str(exc)) from None
-
-
-class PinnedAddressAdapter(HTTPAdapter):
-    """Resolves each request's host, refuses what the policy does not permit, and connects to that address.
-
-    The Host header, TLS certificate check and SNI keep the URL's host name.
-    """
-
-    def __init__(self, policy: AddressPolicy) -> None:
-        super().__init__()
-        self.policy = policy
-
-    def build_connection_pool_key_attributes(
-        self, request: requests.PreparedRequest, verify: bool | str, cert: str | tuple[str, str] | None = None
-    ) -> Any:
-        host_params, pool_kwargs = super().build_connection_pool_key_attributes(request, verify, cert)
-        host, port = host_params["host"], host_params["port"]
-        header = f"[{host}]" if ":" in host else host
-        request.headers = CaseInsensitiveDict(request.headers or {})
-        request.headers["Host"] = header if port is None else f"{header}:{port}"
-        if host_params["scheme"] == "https":
-            pool_kwargs["assert_hostname"] = host  # type: ignore[typeddict-unknown-key]
-            pool_kwargs["server_hostname"] = host  # type: ignore[typeddict-unknown-key]
-        host_params["host"] = resolve(host, port or (443 if host_params["scheme"] == "https" else 80), self.policy)
-        return host_params, pool_kwargs

@@ -1,8 +1,9 @@
 """A worker's side of one attempt: make it, decide what follows it, and write it down.
 
 Both delivery tasks use these: ``webhooks.deliver`` for one delivery, ``webhooks.deliver_many`` for
-several to one endpoint. The network call is ``http.send``; the delivery log and the log lines
-are written by ``record``, for any number of attempts in one round trip.
+several. ``attempts`` sends a whole batch at once on the process's event loop (``sender.py``) and
+``attempt`` is a batch of one; the delivery log and the log lines are written by ``record``, for any
+number of attempts in one round trip.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from webhooks.errors import DeliveryError, DeliveryLogError, PermanentDeliveryEr
 from webhooks.log import Attempt, AttemptRecord, DeliveryLog, State
 from webhooks.log.records import RESPONSE_EXCERPT_BYTES, bounded_headers, state_after
 from webhooks.logformat import log_fields
-from webhooks.pipeline.http import AttemptResult, Outcome, send, thread_session
+from webhooks.pipeline.http import AttemptResult, Outcome
 from webhooks.pipeline.reasons import TIME_LIMIT_REASON
+from webhooks.pipeline.sender import Outgoing, process_sender
 from webhooks.registry import Endpoint
 from webhooks.settings import MAX_ATTEMPTS, Settings
 
@@ -94,37 +96,44 @@ class FailedAttempt(RetryableDeliveryError):
         return f"{RetryableDeliveryError.__name__}: {self}"
 
 
+#: One delivery to attempt: its endpoint, event id, body (the exact text signed) and attempt number.
+Delivery = tuple[Endpoint, str, str, int]
+
+
 def attempt(settings: Settings, endpoint: Endpoint, event_id: str, body: str, number: int) -> Made:
     """POST ``body`` to ``endpoint`` as attempt ``number``, signed now."""
+    return attempts(settings, [(endpoint, event_id, body, number)])[0]
+
+
+def attempts(settings: Settings, deliveries: Sequence[Delivery]) -> list[Made]:
+    """POST each delivery at once, signed now, and return what each attempt made, in order.
+
+    Each attempt ends by its own deadline; an exception one of them did not expect is a failed attempt
+    of that one (retried), never the others'. The task's soft time limit cuts those still running.
+    """
     now = datetime.now(UTC)
+    standard = settings.standard_headers
+    batch = process_sender(settings).start(
+        [
+            Outgoing(endpoint, body.encode("utf-8"), now, event_id if standard else None)
+            for endpoint, event_id, body, _ in deliveries
+        ]
+    )
     try:
-        result = send(
-            thread_session(settings),
-            endpoint,
-            body.encode("utf-8"),
-            timeout=(settings.connect_timeout, settings.read_timeout),
-            now=now,
-            deadline_seconds=settings.attempt_deadline,
-            webhook_id=event_id if settings.standard_headers else None,
-        )
+        results = batch.wait()
     except SoftTimeLimitExceeded:
-        result = AttemptResult(
+        cut = AttemptResult(
             Outcome.RETRY,
             None,
             settings.task_soft_time_limit * 1000.0,
             error="TimeLimitExceeded",
             reason=TIME_LIMIT_REASON,
         )
-    except Exception as exc:  # a fault of ours, not the receiver's: this delivery is retried, its batch goes on
-        logger.exception("Attempt %d of %s to endpoint %r raised unexpectedly.", number, event_id, endpoint.id)
-        result = unexpected(exc)
-    return Made(endpoint.id, event_id, body, attempt_of(result, number, now), result.retry_after_seconds)
-
-
-def unexpected(exc: Exception) -> AttemptResult:
-    """A failed attempt's result for an exception the sending code did not expect; retried like any failure."""
-    error = f"{type(exc).__name__}: {exc}"[:RESPONSE_EXCERPT_BYTES]
-    return AttemptResult(Outcome.RETRY, None, 0.0, error=error, reason=f"Unexpected error ({error[:100]})")
+        results = [result or cut for result in batch.results]
+    return [
+        Made(endpoint.id, event_id, body, attempt_of(result, number, now), result.retry_after_seconds)
+        for (endpoint, event_id, body, number), result in zip(deliveries, results, strict=True)
+    ]
 
 
 def refusal(endpoint_id: str, event_id: str, body: str, number: int, why: str) -> Made:

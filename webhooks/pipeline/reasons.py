@@ -1,21 +1,34 @@
 """Why an attempt got no response, in a few words an operator reads at a glance.
 
-Pure: :func:`reason` maps the exception ``http.send`` caught to a short phrase ("Connection
+Pure: :func:`reason` maps the exception ``sender.py`` caught to a short phrase ("Connection
 refused", "Timed out after 15 s waiting for the response"). The technical text (``ExceptionClass:
 message``) is kept beside it in the attempt record, one click away on the page.
 """
 
 from __future__ import annotations
 
-import requests
-from requests_hardened.ip_filter import InvalidIPAddress
+import errno
+import ssl
+
+import aiohttp
+
+from webhooks.pipeline.address import UnsafeAddressError
 
 __all__ = ["TIME_LIMIT_REASON", "cut_reason", "deadline_reason", "reason"]
 
 #: The reason of an attempt the task's soft time limit cut short.
 TIME_LIMIT_REASON = "Stopped: the attempt ran past the task's time limit"
 
-#: Phrases found in a connection error's text (urllib3 and the OS word them), first match wins.
+#: What the operating system's error numbers mean to an operator.
+_ERRNO_PHRASES: dict[int, str] = {
+    errno.ECONNREFUSED: "Connection refused",
+    errno.ECONNRESET: "Connection reset by the receiver",
+    errno.EPIPE: "Connection reset by the receiver",
+    errno.ENETUNREACH: "Network unreachable",
+    errno.EHOSTUNREACH: "Network unreachable",
+}
+
+#: Phrases found in a connection error's text (aiohttp and the OS word them), first match wins.
 _CONNECTION_PHRASES: tuple[tuple[tuple[str, ...], str], ...] = (
     (("connection refused", "errno 111", "winerror 10061"), "Connection refused"),
     (
@@ -49,19 +62,26 @@ _TLS_PHRASES: tuple[tuple[tuple[str, ...], str], ...] = (
 
 def reason(error: BaseException, timeout: tuple[float, float]) -> str:
     """A short phrase for ``error``, raised by a POST that got no HTTP response; ``timeout`` is the
-    POST's (connect, read) timeout in seconds, as ``requests`` takes it."""
+    POST's (connect, read) timeout in seconds."""
     connect_timeout_seconds, read_timeout_seconds = timeout
+    cause = getattr(error, "os_error", None) or error  # aiohttp's connector errors wrap the OS's
     text = str(error).lower()
-    if isinstance(error, InvalidIPAddress):
-        return f"Refused: address {error} is private"
-    if isinstance(error, requests.exceptions.ConnectTimeout):
+    if isinstance(cause, UnsafeAddressError):
+        return f"Refused: address {cause} is private"
+    if isinstance(error, aiohttp.ConnectionTimeoutError):
         return f"Timed out after {_seconds(connect_timeout_seconds)} s connecting"
-    if isinstance(error, requests.exceptions.ReadTimeout):
+    if isinstance(error, aiohttp.SocketTimeoutError):
         return f"Timed out after {_seconds(read_timeout_seconds)} s waiting for the response"
-    if isinstance(error, requests.exceptions.SSLError):
+    if isinstance(error, (aiohttp.ClientSSLError, ssl.SSLError)):
         return _first(text, _TLS_PHRASES, "TLS handshake failed")
-    if isinstance(error, (requests.exceptions.ChunkedEncodingError, requests.exceptions.ContentDecodingError)):
+    if isinstance(error, aiohttp.ClientConnectorDNSError):
+        return "Host name not found (DNS)"
+    if isinstance(error, aiohttp.ServerDisconnectedError):
+        return "Receiver closed the connection without a response"
+    if isinstance(error, (aiohttp.ClientPayloadError, aiohttp.ClientResponseError)):
         return "The response could not be read"
+    if isinstance(cause, OSError) and cause.errno in _ERRNO_PHRASES:
+        return _ERRNO_PHRASES[cause.errno]
     if isinstance(error, TimeoutError) or "timed out" in text:
         return "Timed out"
     return _first(text, _CONNECTION_PHRASES, "Connection failed")

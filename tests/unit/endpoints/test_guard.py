@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 import fakeredis
 import pytest
-import responses
 
+from tests import sent
 from tests.attempts import write_attempt
 from tests.unit.pipeline.test_tasks import BODY, URL, body
 from webhooks.catalog import sample_arguments
@@ -145,39 +145,39 @@ def test_published_events_and_their_redelivery_pass_the_guard(enqueued):
     assert again == ("all", event_id, sent) and unsendable(EVERYTHING, event_id, again[2]) is None
 
 
-@responses.activate
+@sent.activate
 def test_a_forged_deliver_is_refused_logged_and_never_sent(registry, log, caplog):
     forged = '{"anything":"the attacker wants signed"}'
     with caplog.at_level(logging.WARNING, logger="webhooks.delivery"):
         result = tasks.deliver.apply(args=("crm", "evt_1", forged))
     assert isinstance(result.result, PermanentDeliveryError)
-    assert len(responses.calls) == 0
+    assert len(sent.calls) == 0
     delivery = log.get("evt_1@crm")
     assert delivery.state is State.DROPPED and delivery.attempts == 1
     assert "The event body has no name" in delivery.last_result
     assert any("dropped" in record.getMessage() and "has no name" in record.getMessage() for record in caplog.records)
 
 
-@responses.activate
+@sent.activate
 def test_a_forged_body_with_a_real_envelope_but_an_invalid_payload_is_refused(registry, log):
     result = tasks.deliver.apply(args=("crm", "evt_1", changed_user(id=42)))
     assert isinstance(result.result, PermanentDeliveryError)
-    assert len(responses.calls) == 0
+    assert len(sent.calls) == 0
     assert "user.id: Input should be a valid string" in log.get("evt_1@crm").last_result
 
 
-@responses.activate
+@sent.activate
 def test_an_event_the_endpoint_does_not_subscribe_to_is_refused(registry, log):
     result = tasks.deliver.apply(args=("crm", "evt_1", body(1, "company_created")))
     assert isinstance(result.result, PermanentDeliveryError)
-    assert len(responses.calls) == 0 and log.get("evt_1@crm").state is State.DROPPED
+    assert len(sent.calls) == 0 and log.get("evt_1@crm").state is State.DROPPED
 
 
-@responses.activate
+@sent.activate
 def test_a_batch_sends_its_real_events_and_refuses_the_forged_one(registry, log, enqueued):
-    responses.post(URL, status=200)
+    sent.post(URL, status=200)
     result = tasks.deliver_many.apply(args=("crm", [["evt_1", BODY], ["evt_9", "forged"], ["evt_2", body(2)]]))
     assert result.get() == {"delivered": 2, "dropped": 1}
-    assert [call.request.body for call in responses.calls] == [BODY.encode(), body(2).encode()]
+    assert [call.request.body for call in sent.calls] == [BODY.encode(), body(2).encode()]
     assert log.get("evt_9@crm").state is State.DROPPED
     assert enqueued == []  # a refused delivery is not retried

@@ -5,14 +5,21 @@ Only literal addresses here, so nothing is looked up in DNS and no socket opens.
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
+import socket
 
 import pytest
-import requests
-from requests_hardened.ip_filter import InvalidIPAddress
+from aiohttp.abc import AbstractResolver
 
 from webhooks.errors import ConfigurationError, InvalidEndpointError
-from webhooks.pipeline.address import AddressPolicy, PinnedAddressAdapter, check_deliverable
+from webhooks.pipeline.address import (
+    AddressPolicy,
+    PolicyResolver,
+    UnsafeAddressError,
+    check_deliverable,
+    guarded_socket,
+)
 from webhooks.registry import masked_url
 from webhooks.settings import load_settings
 
@@ -52,23 +59,46 @@ def test_a_bad_range_is_named_in_one_sentence(monkeypatch):
     )
 
 
-def prepared(url):
-    return requests.Request("POST", url, data=b"{}").prepare()
+LOOPBACK_ONLY = AddressPolicy(networks=(ipaddress.ip_network("127.0.0.0/8"),))
 
 
-def test_the_adapter_connects_to_the_address_it_checked_and_keeps_the_host_name():
-    adapter = PinnedAddressAdapter(AddressPolicy(networks=(ipaddress.ip_network("127.0.0.0/8"),)))
-    request = prepared("http://127.0.0.1:8080/hook")
-    host_params, _ = adapter.build_connection_pool_key_attributes(request, True)
-    assert host_params["host"] == "127.0.0.1"
-    assert request.headers["Host"] == "127.0.0.1:8080"
+class Answers(AbstractResolver):
+    def __init__(self, *addresses: str) -> None:
+        self.addresses = addresses
+
+    async def resolve(self, host, port=0, family=socket.AF_INET):
+        return [
+            {"hostname": host, "host": address, "port": port, "family": family, "proto": 0, "flags": 0}
+            for address in self.addresses
+        ]
+
+    async def close(self):
+        pass
 
 
-@pytest.mark.parametrize("url", ["http://169.254.169.254/latest/meta-data/", "http://10.1.2.3/", "http://[fe80::1]/"])
-def test_the_adapter_refuses_what_the_policy_does_not_permit(url):
-    adapter = PinnedAddressAdapter(AddressPolicy(networks=(ipaddress.ip_network("127.0.0.0/8"),)))
-    with pytest.raises(InvalidIPAddress):
-        adapter.build_connection_pool_key_attributes(prepared(url), True)
+def test_the_resolver_returns_the_addresses_it_checked():
+    resolver = PolicyResolver(LOOPBACK_ONLY, Answers("127.0.0.1", "127.0.0.2"))
+    assert [result["host"] for result in asyncio.run(resolver.resolve("hooks.test", 80))] == ["127.0.0.1", "127.0.0.2"]
+
+
+@pytest.mark.parametrize(
+    "addresses",
+    [("169.254.169.254",), ("10.1.2.3",), ("fe80::1%eth0",), ("127.0.0.1", "10.1.2.3"), ("::ffff:10.1.2.3",)],
+)
+def test_the_resolver_refuses_a_name_any_of_whose_addresses_is_refused(addresses):
+    with pytest.raises(UnsafeAddressError):
+        asyncio.run(PolicyResolver(LOOPBACK_ONLY, Answers(*addresses)).resolve("hooks.test", 80))
+
+
+def test_the_socket_factory_opens_a_socket_only_to_a_permitted_address():
+    factory = guarded_socket(LOOPBACK_ONLY)
+    with factory((socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", 80))) as opened:
+        assert opened.family == socket.AF_INET
+    for address in (("10.1.2.3", 80), ("169.254.169.254", 80)):
+        with pytest.raises(UnsafeAddressError):
+            factory((socket.AF_INET, socket.SOCK_STREAM, 6, "", address))
+    with pytest.raises(UnsafeAddressError):
+        factory((socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("fe80::1%lo", 80, 0, 1)))
 
 
 def test_true_still_refuses_the_metadata_address_when_an_endpoint_is_added():

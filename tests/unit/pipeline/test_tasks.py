@@ -8,17 +8,17 @@ from types import SimpleNamespace
 
 import fakeredis
 import pytest
-import responses
 from celery.exceptions import Reject
 from kombu.exceptions import OperationalError
 
+from tests import sent
 from tests.cli import unreachable_redis
 from webhooks.errors import PermanentDeliveryError, RetryableDeliveryError
 from webhooks.events import build_event, serialize
 from webhooks.log import Attempt, DeliveryLog, State
-from webhooks.pipeline import attempt as attempt_module
 from webhooks.pipeline import tasks
 from webhooks.pipeline.attempt import Made
+from webhooks.pipeline.sender import Sender
 from webhooks.registry import Endpoint, MemoryRegistry
 from webhooks.samples import sample_event_kwargs
 from webhooks.signing import HEADER, verify
@@ -60,38 +60,38 @@ def deliver(endpoint_id="crm"):
     return tasks.deliver.apply(args=(endpoint_id, "evt_1", BODY))
 
 
-@responses.activate
+@sent.activate
 def test_a_2xx_is_delivered_once_with_a_valid_signature(registry):
-    responses.post(URL, status=200)
+    sent.post(URL, status=200)
     result = deliver()
     assert result.successful()
-    (call,) = responses.calls
+    (call,) = sent.calls
     assert call.request.body == BODY.encode()
     verify(BODY.encode(), call.request.headers[HEADER], "whsec_crm_0123456789abcdef")
 
 
-@responses.activate
+@sent.activate
 def test_an_endpoint_failing_three_times_is_delivered_on_the_fourth_attempt(registry):
     for status in (500, 503, 429, 200):
-        responses.post(URL, status=status)
+        sent.post(URL, status=status)
     assert deliver().successful()
-    assert [call.response.status_code for call in responses.calls] == [500, 503, 429, 200]
+    assert [call.response.status_code for call in sent.calls] == [500, 503, 429, 200]
 
 
-@responses.activate
+@sent.activate
 def test_an_always_failing_endpoint_gets_eleven_attempts_then_fails(registry):
-    responses.post(URL, status=500)
+    sent.post(URL, status=500)
     result = deliver()
-    assert len(responses.calls) == 11
+    assert len(sent.calls) == 11
     assert result.failed()
     assert isinstance(result.result, RetryableDeliveryError)
     assert str(result.result) == "HTTP 500 from endpoint 'crm' (attempt 11 of 11)"
 
 
-@responses.activate
+@sent.activate
 def test_a_disabled_endpoints_delivery_is_held_without_a_request(registry, log, held):
     assert deliver("off").successful()
-    assert len(responses.calls) == 0
+    assert len(sent.calls) == 0
     assert held.peek("off") == [["evt_1", BODY]]
 
 
@@ -100,16 +100,16 @@ def test_fanout_gives_a_disabled_subscriber_its_deliveries_so_that_they_are_held
     assert sorted(call.args[0] for call in enqueued) == ["all", "crm", "off"]
 
 
-@responses.activate
+@sent.activate
 def test_a_removed_endpoint_is_dropped_without_a_request(registry):
     result = deliver("gone")
     assert isinstance(result.result, PermanentDeliveryError)
     assert "removed" in str(result.result)
-    assert len(responses.calls) == 0
+    assert len(sent.calls) == 0
 
 
 def test_an_unsafe_address_is_refused_once_and_not_retried(monkeypatch):
-    # No `responses` here: the real session's address filter refuses the literal address before any socket opens.
+    # No `sent` here: the real sender's address policy refuses the literal address before any socket opens.
     registry = MemoryRegistry([Endpoint(id="meta", url="http://169.254.169.254/", secret=SECRET, events=["all"])])
     monkeypatch.setattr(tasks, "registry", lambda: registry)
     assert not tasks.settings.allow_private_networks
@@ -151,10 +151,10 @@ def log(monkeypatch):
     return log
 
 
-@responses.activate
+@sent.activate
 def test_every_attempt_lands_in_the_delivery_log(registry, log):
     for status in (503, 500, 200):
-        responses.post(URL, status=status, body=f"answer {status}")
+        sent.post(URL, status=status, body=f"answer {status}")
     deliver()
     delivery = log.get("evt_1@crm")
     assert (delivery.state, delivery.event_name, delivery.body) == (State.DELIVERED, "user_created", BODY)
@@ -168,9 +168,9 @@ def test_every_attempt_lands_in_the_delivery_log(registry, log):
     assert last.next_retry_at is None
 
 
-@responses.activate
+@sent.activate
 def test_an_always_failing_endpoint_ends_failed_in_the_log(registry, log):
-    responses.post(URL, status=500)
+    sent.post(URL, status=500)
     deliver()
     delivery = log.get("evt_1@crm")
     assert (delivery.state, delivery.attempts, delivery.next_retry_at) == (State.FAILED, 11, None)
@@ -189,7 +189,7 @@ def test_fanout_lists_its_deliveries_as_pending_first(registry, log, enqueued):
     assert {(d.id, d.state) for d in log.find()} == {("evt_1@crm", State.PENDING), ("evt_1@all", State.PENDING)}
 
 
-@responses.activate
+@sent.activate
 def test_a_delivery_over_its_endpoints_cap_waits_on_the_queue_not_in_a_thread(registry, log, enqueued):
     from webhooks.endpoints import KEY_INFLIGHT
     from webhooks.store import store_client
@@ -199,7 +199,7 @@ def test_a_delivery_over_its_endpoints_cap_waits_on_the_queue_not_in_a_thread(re
     before = datetime.now(UTC).timestamp()
     assert tasks.deliver.apply(args=("crm", "evt_1", BODY), retries=3).successful()
     assert deliver_many(2).get() == {"waiting": 2}
-    assert len(responses.calls) == 0
+    assert len(sent.calls) == 0
     single, batch = sorted(enqueued, key=lambda call: call.name)
     assert (single.name, single.args, single.retries) == ("webhooks.deliver", ("crm", "evt_1", BODY), 3)
     assert single.due is not None and single.due > before
@@ -217,13 +217,13 @@ def held(log):
     return HeldDeliveries.for_settings(store, log, dropper(log), tasks.settings)
 
 
-@responses.activate
+@sent.activate
 def test_an_unreachable_delivery_log_never_causes_a_second_post(registry, monkeypatch, caplog):
     unreachable = DeliveryLog(unreachable_redis())
     monkeypatch.setattr(tasks, "delivery_log", lambda: unreachable)
-    responses.post(URL, status=200)
+    sent.post(URL, status=200)
     assert deliver().successful()
-    assert len(responses.calls) == 1
+    assert len(sent.calls) == 1
     assert "The attempt above is missing from it." in caplog.text
 
 
@@ -239,19 +239,19 @@ def test_a_batch_retry_is_due_after_the_backoff_celery_computes_for_deliver():
         assert all(0 <= tasks.retry_countdown(number) <= ceiling for _ in range(20))
 
 
-@responses.activate
+@sent.activate
 def test_a_retry_after_lengthens_the_wait_celery_chose_but_adds_no_attempt(registry, log):
-    responses.post(URL, status=429, headers={"Retry-After": "600"})
+    sent.post(URL, status=429, headers={"Retry-After": "600"})
     result = deliver()
-    assert result.failed() and len(responses.calls) == 11
+    assert result.failed() and len(sent.calls) == 11
     first = log.get("evt_1@crm").history[0]
     assert first.next_retry_at is not None
     assert (first.next_retry_at - first.at).total_seconds() == min(600, tasks.deliver.retry_backoff_max)
 
 
-@responses.activate
+@sent.activate
 def test_a_retry_after_in_a_batch_lengthens_its_retry_due_time(registry, log, enqueued):
-    responses.post(URL, status=503, headers={"Retry-After": "600"})
+    sent.post(URL, status=503, headers={"Retry-After": "600"})
     deliver_many(1)
     (retry,) = enqueued
     failed = log.get("evt_1@crm").history[0]
@@ -267,22 +267,22 @@ def deliver_many(count, endpoint_id="crm", **options):
     return tasks.deliver_many.apply(args=(endpoint_id, [[f"evt_{n}", body(n)] for n in range(1, count + 1)]), **options)
 
 
-@responses.activate
+@sent.activate
 def test_a_batch_posts_each_event_in_order_with_its_own_valid_signature(registry, log, enqueued):
-    responses.post(URL, status=200)
+    sent.post(URL, status=200)
     result = deliver_many(3)
     assert result.get() == {"delivered": 3}
-    assert [call.request.body for call in responses.calls] == [body(n).encode() for n in (1, 2, 3)]
-    for call in responses.calls:
+    assert [call.request.body for call in sent.calls] == [body(n).encode() for n in (1, 2, 3)]
+    for call in sent.calls:
         verify(call.request.body, call.request.headers[HEADER], "whsec_crm_0123456789abcdef")
     assert [log.get(f"evt_{n}@crm").state for n in (1, 2, 3)] == [State.DELIVERED] * 3
     assert enqueued == []
 
 
-@responses.activate
+@sent.activate
 def test_a_failed_attempt_in_a_batch_waits_for_its_retry_as_a_delivery_of_its_own(registry, log, enqueued):
     for status in (200, 503, 200):
-        responses.post(URL, status=status)
+        sent.post(URL, status=status)
     assert deliver_many(3).get() == {"delivered": 2, "retrying": 1}
     (retry,) = enqueued
     assert (retry.name, retry.args, retry.argsrepr) == (
@@ -297,21 +297,21 @@ def test_a_failed_attempt_in_a_batch_waits_for_its_retry_as_a_delivery_of_its_ow
     assert retry.due == pytest.approx(failed.next_retry_at.timestamp(), abs=1)
 
 
-@responses.activate
+@sent.activate
 def test_one_delivery_that_raises_unexpectedly_is_retried_with_its_reason_and_the_rest_of_its_batch_go_on(
     registry, log, enqueued, monkeypatch, caplog
 ):
-    responses.post(URL, status=200)
-    real_send = attempt_module.send
+    sent.post(URL, status=200)
+    real_send = Sender._send  # the stand-in receiver's (tests/sent.py)
 
-    def send(session, endpoint, body, **options):
-        if options["webhook_id"] == "evt_2":
+    async def send(self, item):
+        if item.webhook_id == "evt_2":
             raise UnicodeEncodeError("latin-1", "evt_bad_€", 8, 9, "ordinal not in range(256)")
-        return real_send(session, endpoint, body, **options)
+        return await real_send(self, item)
 
-    monkeypatch.setattr(attempt_module, "send", send)
+    monkeypatch.setattr(Sender, "_send", send)
     assert deliver_many(4).get() == {"delivered": 3, "retrying": 1}
-    assert [call.request.body for call in responses.calls] == [body(n).encode() for n in (1, 3, 4)]
+    assert [call.request.body for call in sent.calls] == [body(n).encode() for n in (1, 3, 4)]
     assert [log.get(f"evt_{n}@crm").state for n in (1, 3, 4)] == [State.DELIVERED] * 3
     bad = log.get("evt_2@crm")
     assert (bad.state, bad.attempts) == (State.RETRYING, 1)
@@ -319,36 +319,36 @@ def test_one_delivery_that_raises_unexpectedly_is_retried_with_its_reason_and_th
     ((retry, due),) = [(call, call.due) for call in enqueued]
     assert (retry.name, retry.args[:2], retry.retries) == ("webhooks.deliver", ("crm", "evt_2"), 1)
     assert due == pytest.approx(bad.next_retry_at.timestamp(), abs=1)
-    assert "Attempt 1 of evt_2 to endpoint 'crm' raised unexpectedly." in caplog.text
+    assert "An attempt of evt_2 to endpoint 'crm' raised unexpectedly." in caplog.text
 
 
-@responses.activate
+@sent.activate
 def test_the_retry_of_a_batch_delivery_is_attempt_two_and_the_series_still_ends_at_eleven(registry, log, enqueued):
-    responses.post(URL, status=500)
+    sent.post(URL, status=500)
     deliver_many(2)
     retry = next(call for call in enqueued if call.args[1] == "evt_1")
     result = tasks.deliver.apply(args=retry.args, retries=retry.retries)
     assert str(result.result) == "HTTP 500 from endpoint 'crm' (attempt 11 of 11)"
-    assert len(responses.calls) == 2 + 10
+    assert len(sent.calls) == 2 + 10
     assert [a.number for a in log.get("evt_1@crm").history] == list(range(1, 12))
 
 
-@responses.activate
+@sent.activate
 def test_a_batch_past_its_time_hands_what_it_has_not_attempted_to_other_tasks(registry, log, enqueued, monkeypatch):
     monkeypatch.setattr(tasks, "BATCH_SECONDS", 0.0)
-    responses.post(URL, status=200)
+    sent.post(URL, status=200)
     assert deliver_many(4, retries=2).get() == {"delivered": 1, "handed_on": 3}
-    assert len(responses.calls) == 1
+    assert len(sent.calls) == 1
     assert [(call.name, call.args[1], call.retries) for call in enqueued] == [
         ("webhooks.deliver", f"evt_{n}", 2) for n in (2, 3, 4)
     ]
     assert log.get("evt_1@crm").history[0].number == 3
 
 
-@responses.activate
+@sent.activate
 def test_a_batch_to_a_disabled_endpoint_holds_every_delivery_without_a_request(registry, log, enqueued, held):
     assert deliver_many(2, "off").get() == {"held": 2}
-    assert len(responses.calls) == 0
+    assert len(sent.calls) == 0
     assert held.peek("off") == [["evt_1", body(1)], ["evt_2", body(2)]]
 
 
@@ -358,13 +358,13 @@ def test_a_batch_to_a_removed_endpoint_drops_every_delivery_without_a_request(re
     assert [log.get(f"evt_{n}@gone").state for n in (1, 2)] == [State.DROPPED] * 2
 
 
-@responses.activate
+@sent.activate
 def test_a_batch_whose_retries_cannot_be_enqueued_goes_back_on_the_queue_whole(registry, log, redis_queue, monkeypatch):
     def broker_down(calls):
         raise OperationalError("Connection refused.")
 
     monkeypatch.setattr(redis_queue, "send_later", broker_down)
-    responses.post(URL, status=503)
+    sent.post(URL, status=503)
     result = deliver_many(2)
     assert result.state == "REJECTED"
     assert isinstance(result.result, Reject) and result.result.requeue
@@ -424,24 +424,24 @@ def limited(registry, monkeypatch):
     monkeypatch.setattr(tasks, "registry", lambda: MemoryRegistry([crm, *registry.list()[1:]]))
 
 
-@responses.activate
+@sent.activate
 def test_a_delivery_over_its_endpoints_rate_limit_waits_on_the_queue_until_the_window_has_room(limited, log, enqueued):
-    responses.post(URL, status=200)
+    sent.post(URL, status=200)
     before = datetime.now(UTC).timestamp()
     for n in (1, 2, 3):
         assert tasks.deliver.apply(args=("crm", f"evt_{n}", body(n)), retries=1).successful()
-    assert [call.request.body for call in responses.calls] == [body(1).encode(), body(2).encode()]
+    assert [call.request.body for call in sent.calls] == [body(1).encode(), body(2).encode()]
     (again,) = enqueued
     assert (again.name, again.args, again.retries) == ("webhooks.deliver", ("crm", "evt_3", body(3)), 1)
     assert again.due is not None and before < again.due <= datetime.now(UTC).timestamp() + 1.0
 
 
-@responses.activate
+@sent.activate
 def test_a_batch_sends_what_the_rate_limit_allows_and_the_rest_waits_as_one_task(limited, log, enqueued):
-    responses.post(URL, status=200)
+    sent.post(URL, status=200)
     before = datetime.now(UTC).timestamp()
     assert deliver_many(5, retries=2).get() == {"delivered": 2, "waiting": 3}
-    assert len(responses.calls) == 2
+    assert len(sent.calls) == 2
     (rest,) = enqueued
     assert (rest.name, [event_id for event_id, _ in rest.args[1]], rest.retries) == (
         "webhooks.deliver_many",

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import responses
-
+from tests import sent
 from tests.unit.pipeline.test_tasks import BODY
 from webhooks.errors import RegistryUnavailableError
 from webhooks.pipeline import tasks
@@ -37,13 +36,13 @@ class FlakyRegistry(MemoryRegistry):
         return super().subscribers(event_name)
 
 
-@responses.activate
+@sent.activate
 def test_deliver_retries_when_the_registry_is_unreachable(monkeypatch):
     registry = FlakyRegistry(failures=2)
     monkeypatch.setattr(tasks, "registry", lambda: registry)
-    responses.post(URL, status=200)
+    sent.post(URL, status=200)
     assert tasks.deliver.apply(args=("crm", "evt_1", BODY)).successful()
-    assert len(responses.calls) == 1
+    assert len(sent.calls) == 1
 
 
 def test_fanout_retries_when_the_registry_is_unreachable(monkeypatch, enqueued):
