@@ -100,7 +100,8 @@ def clean_env() -> dict[str, str]:
 
 
 def start_worker(harness: Harness, name: str, argv: list[str], env: dict[str, str]) -> Process:
-    process = harness.start(name, argv, {**clean_env(), "PYTHONUNBUFFERED": "1", **env})
+    broker = env.get("WEBHOOKS_BROKER_URL") or env["BENCH_BROKER_URL"]  # ours, or a Celery peer's
+    process = harness.start(name, argv, {**clean_env(), "PYTHONUNBUFFERED": "1", **env}, broker)
     wait_until(
         lambda: "ready." in process.output() or not process.alive(),
         timeout=START_TIMEOUT_SECONDS,

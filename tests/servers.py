@@ -3,7 +3,8 @@
 Each listens on free loopback ports, keeps its data in a directory it is given and is stopped by the id of
 the process it started, so the machine's own Redis (6379) and RabbitMQ (5672) are never used or disturbed.
 No pytest here (the benchmark imports it too): a server that cannot be had raises ServerUnavailableError,
-which the integration conftest turns into a skip, or a failure under CI.
+which the integration conftest turns into a skip, or a failure under CI. ``stop_worker`` ends a Celery worker
+on such a server without waiting out its wait for a message.
 """
 
 from __future__ import annotations
@@ -13,14 +14,18 @@ import shutil
 import signal
 import socket
 import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import amqp
 import redis
+from celery import Celery
+from kombu.exceptions import OperationalError
 
 from tests.waiting import wait_until
 
@@ -31,6 +36,7 @@ __all__ = [
     "free_port",
     "running_rabbitmq_server",
     "running_redis_server",
+    "stop_worker",
 ]
 
 #: Where Debian keeps RabbitMQ's own scripts; /usr/sbin's wrappers refuse anyone but root and rabbitmq, and
@@ -105,6 +111,61 @@ def running_redis_server(workdir: Path, *config: str) -> Iterator[RedisServer]:
         if server.process.poll() is None:
             server.process.terminate()
             server.process.wait(timeout=10)
+
+
+def stop_worker(process: subprocess.Popen[Any], broker_url: str | None = None, *, timeout: float = 20) -> None:
+    """Stop a Celery worker (or any process) with SIGTERM, a warm shutdown, then SIGKILL if it still runs after
+    ``timeout`` seconds.
+
+    A worker acts on SIGTERM only when its event loop next wakes: on Redis once the BRPOP it has waiting
+    returns (ours waits up to 20 s for a message, cut at its 6 s socket time-out), on RabbitMQ at its next
+    timer (up to 10 s). Given its ``broker_url``, the worker is woken meanwhile, as a message would: on Redis
+    every waiting BRPOP is answered at once, empty, as if its time-out had passed (``CLIENT UNBLOCK``; another
+    worker simply asks again), and on RabbitMQ a ``ping`` is broadcast to the workers' control queues.
+    """
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    with ExitStack() as stack:
+        wake = _waker(broker_url, stack)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            wake()
+            try:
+                process.wait(timeout=0.1)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+    process.kill()
+    process.wait(timeout=10)
+
+
+def _waker(broker_url: str | None, stack: ExitStack) -> Callable[[], None]:
+    """What wakes the workers of ``broker_url`` (see ``stop_worker``); nothing for another broker, or none."""
+    if broker_url is not None and broker_url.startswith("redis"):
+        client = stack.enter_context(redis.Redis.from_url(broker_url))
+
+        def unblock() -> None:
+            try:
+                for entry in client.client_list():
+                    if entry["cmd"] == "brpop" and "b" in entry["flags"]:
+                        client.client_unblock(entry["id"])
+            except redis.ConnectionError:  # the server is down: nothing waits on it
+                pass
+
+        return unblock
+    if broker_url is not None and broker_url.startswith("amqp"):
+        app = Celery("stop-worker", broker=broker_url, set_as_current=False)
+        stack.callback(app.close)
+
+        def ping() -> None:
+            try:
+                app.control.broadcast("ping", reply=False)
+            except (OSError, OperationalError):  # the node is down: the worker has lost its connection anyway
+                pass
+
+        return ping
+    return lambda: None
 
 
 @dataclass
