@@ -4,7 +4,7 @@ Each listens on free loopback ports, keeps its data in a directory it is given a
 the process it started, so the machine's own Redis (6379) and RabbitMQ (5672) are never used or disturbed.
 No pytest here (the benchmark imports it too): a server that cannot be had raises ServerUnavailableError,
 which the integration conftest turns into a skip, or a failure under CI. ``stop_worker`` ends a Celery worker
-on such a server without waiting out its wait for a message.
+on such a server without waiting out its wait for a message (``wake_workers``).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ __all__ = [
     "running_rabbitmq_server",
     "running_redis_server",
     "stop_worker",
+    "wake_workers",
 ]
 
 #: Where Debian keeps RabbitMQ's own scripts; /usr/sbin's wrappers refuse anyone but root and rabbitmq, and
@@ -115,57 +116,49 @@ def running_redis_server(workdir: Path, *config: str) -> Iterator[RedisServer]:
 
 def stop_worker(process: subprocess.Popen[Any], broker_url: str | None = None, *, timeout: float = 20) -> None:
     """Stop a Celery worker (or any process) with SIGTERM, a warm shutdown, then SIGKILL if it still runs after
-    ``timeout`` seconds.
-
-    A worker acts on SIGTERM only when its event loop next wakes: on Redis once the BRPOP it has waiting
-    returns (ours waits up to 20 s for a message, cut at its 6 s socket time-out), on RabbitMQ at its next
-    timer (up to 10 s). Given its ``broker_url``, the worker is woken meanwhile, as a message would: on Redis
-    every waiting BRPOP is answered at once, empty, as if its time-out had passed (``CLIENT UNBLOCK``; another
-    worker simply asks again), and on RabbitMQ a ``ping`` is broadcast to the workers' control queues.
-    """
+    ``timeout`` seconds. ``broker_url``: the worker's broker, where it is woken meanwhile (``wake_workers``)."""
     if process.poll() is not None:
         return
     process.send_signal(signal.SIGTERM)
-    with ExitStack() as stack:
-        wake = _waker(broker_url, stack)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            wake()
-            try:
-                process.wait(timeout=0.1)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if broker_url is not None:
+            wake_workers(broker_url)
+        try:
+            process.wait(timeout=0.1)
+            return
+        except subprocess.TimeoutExpired:
+            continue
     process.kill()
     process.wait(timeout=10)
 
 
-def _waker(broker_url: str | None, stack: ExitStack) -> Callable[[], None]:
-    """What wakes the workers of ``broker_url`` (see ``stop_worker``); nothing for another broker, or none."""
-    if broker_url is not None and broker_url.startswith("redis"):
-        client = stack.enter_context(redis.Redis.from_url(broker_url))
+def wake_workers(broker_url: str) -> None:
+    """Wake the event loop of every Celery worker on ``broker_url``, as a message would.
 
-        def unblock() -> None:
+    A worker acts on SIGTERM only when its loop next wakes: on Redis once the BRPOP it has waiting returns (ours
+    waits up to 20 s for a message, cut at its 6 s socket time-out), on RabbitMQ at its next timer (up to 10 s).
+    And on Redis a worker started with mingle (as README and the Procfile start it) waits its first 20 s in a
+    BRPOP of mingle's reply queue alone, its task queue unread. On Redis every waiting BRPOP is answered at once,
+    empty, as if its time-out had passed (``CLIENT UNBLOCK``: the worker asks again, for all its queues); on
+    RabbitMQ a ``ping`` is broadcast to the workers' control queues.
+    """
+    if broker_url.startswith("redis"):
+        with redis.Redis.from_url(broker_url) as client:
             try:
                 for entry in client.client_list():
                     if entry["cmd"] == "brpop" and "b" in entry["flags"]:
                         client.client_unblock(entry["id"])
             except redis.ConnectionError:  # the server is down: nothing waits on it
                 pass
-
-        return unblock
-    if broker_url is not None and broker_url.startswith("amqp"):
-        app = Celery("stop-worker", broker=broker_url, set_as_current=False)
-        stack.callback(app.close)
-
-        def ping() -> None:
-            try:
-                app.control.broadcast("ping", reply=False)
-            except (OSError, OperationalError):  # the node is down: the worker has lost its connection anyway
-                pass
-
-        return ping
-    return lambda: None
+    elif broker_url.startswith("amqp"):
+        app = Celery("wake-workers", broker=broker_url, set_as_current=False)
+        try:
+            app.control.broadcast("ping", reply=False)
+        except (OSError, OperationalError):  # the node is down: its workers have lost their connections anyway
+            pass
+        finally:
+            app.close()
 
 
 @dataclass
