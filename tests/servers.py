@@ -155,8 +155,8 @@ def wake_workers(broker_url: str) -> None:
         app = Celery("wake-workers", broker=broker_url, set_as_current=False)
         try:
             app.control.broadcast("ping", reply=False)
-        except (OSError, OperationalError):  # the node is down: its workers have lost their connections anyway
-            pass
+        except (OSError, OperationalError, amqp.exceptions.AMQPError):  # the node is down or the virtual host
+            pass  # gone: its workers have lost their connections anyway
         finally:
             app.close()
 
