@@ -154,7 +154,9 @@ def wake_workers(broker_url: str) -> None:
     elif broker_url.startswith("amqp"):
         app = Celery("wake-workers", broker=broker_url, set_as_current=False)
         try:
-            app.control.broadcast("ping", reply=False)
+            with app.connection_for_write() as connection:
+                connection.ensure_connection(max_retries=0)  # a node that is down: at once, no retries
+                app.control.broadcast("ping", reply=False, connection=connection)
         except (OSError, OperationalError, amqp.exceptions.AMQPError):  # the node is down or the virtual host
             pass  # gone: its workers have lost their connections anyway
         finally:
