@@ -26,14 +26,23 @@ HOST = textwrap.dedent(
     """
 )
 
-#: Modules only a worker needs: its tasks, bootsteps (housekeeping, the start-up check), reconciliation and
-#: signal handlers, its consumer and its metrics server. (Celery imports parts of its own worker package
-#: with any app: not ours to avoid.)
+#: Modules only a worker needs: its tasks and what they run (fan-out, attempts, HTTP), its bootsteps
+#: (housekeeping, the start-up check), reconciliation and signal handlers, its consumer, its metrics server and
+#: per-endpoint state. A package name stands for its modules. (Celery imports parts of its own worker package
+#: with any app: not ours to avoid. The task names and argument shapes a publisher sends are not listed.)
 WORKER_SIDE = (
     "webhooks.worker",
-    "webhooks.pipeline",
+    "webhooks.pipeline.tasks",
+    "webhooks.pipeline.fanout",
+    "webhooks.pipeline.attempt",
+    "webhooks.pipeline.http",
+    "webhooks.pipeline.housekeeping",
+    "webhooks.pipeline.reconcile",
+    "webhooks.pipeline.durability",
+    "webhooks.pipeline.startup",
     "webhooks.queue.consumer",
     "webhooks.metrics",
+    "webhooks.endpoints",
     "prometheus_client",
 )
 
