@@ -39,6 +39,7 @@ from celery.utils.time import get_exponential_backoff_interval
 from celery.worker.request import Request
 from kombu.exceptions import OperationalError
 
+import webhooks.worker  # noqa: F401  # the worker's bootsteps and signal handlers, attached to the app
 from webhooks.celery_app import app, settings
 from webhooks.endpoints import (
     Bookkeeping,
