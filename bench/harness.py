@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ from typing import Any, TypeVar
 import redis
 import requests
 
-from tests.servers import ServerUnavailableError, free_port, running_rabbitmq_server
+from tests.servers import ServerUnavailableError, free_port, running_rabbitmq_server, stop_worker
 
 T = TypeVar("T")
 BIN = Path(sys.executable).parent
@@ -108,6 +107,8 @@ class Process:
     name: str
     popen: subprocess.Popen[bytes]
     log_path: Path
+    #: A Celery worker's broker, where it is woken to stop at once (``tests.servers.stop_worker``).
+    broker_url: str | None = None
 
     def output(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
@@ -116,13 +117,7 @@ class Process:
         return self.popen.poll() is None
 
     def stop(self) -> None:
-        if self.alive():
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(timeout=10)
+        stop_worker(self.popen, self.broker_url, timeout=30)
 
 
 @dataclass
@@ -136,11 +131,13 @@ class Harness:
     #: The AMQP URL of each sender's virtual host when the brokers are RabbitMQ (``start_rabbitmq``).
     rabbitmq_urls: dict[str, str] = field(default_factory=dict)
 
-    def start(self, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> Process:
+    def start(
+        self, name: str, argv: list[str], env: Mapping[str, str] | None = None, broker_url: str | None = None
+    ) -> Process:
         log_path = self.workdir / f"{name}.log"
         with log_path.open("wb") as log:
             popen = subprocess.Popen(argv, env=dict(env or os.environ), stdout=log, stderr=subprocess.STDOUT)
-        process = Process(name, popen, log_path)
+        process = Process(name, popen, log_path, broker_url)
         self.processes.append(process)
         return process
 

@@ -31,6 +31,7 @@ from kombu import Connection
 from bench.events import EVENT_NAME, bodies, event_kwargs
 from bench.harness import BIN, SECRET, BenchError, Harness, Process, wait_until
 from bench.peer import ENDPOINTS_KEY
+from tests.servers import wake_workers
 from webhooks.log import FannedOut, open_delivery_log
 from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE
 from webhooks.queue.waiting import KEY_WAITING
@@ -100,7 +101,8 @@ def clean_env() -> dict[str, str]:
 
 
 def start_worker(harness: Harness, name: str, argv: list[str], env: dict[str, str]) -> Process:
-    process = harness.start(name, argv, {**clean_env(), "PYTHONUNBUFFERED": "1", **env})
+    broker = env.get("WEBHOOKS_BROKER_URL") or env["BENCH_BROKER_URL"]  # ours, or a Celery peer's
+    process = harness.start(name, argv, {**clean_env(), "PYTHONUNBUFFERED": "1", **env}, broker)
     wait_until(
         lambda: "ready." in process.output() or not process.alive(),
         timeout=START_TIMEOUT_SECONDS,
@@ -108,6 +110,7 @@ def start_worker(harness: Harness, name: str, argv: list[str], env: dict[str, st
     )
     if not process.alive():
         raise RuntimeError(f"{name} exited at start:\n{process.output()}")
+    wake_workers(broker)  # on Redis, out of mingle's BRPOP: start-up is never timed, nor its 20 s in it
     return process
 
 

@@ -3,7 +3,8 @@
 Each listens on free loopback ports, keeps its data in a directory it is given and is stopped by the id of
 the process it started, so the machine's own Redis (6379) and RabbitMQ (5672) are never used or disturbed.
 No pytest here (the benchmark imports it too): a server that cannot be had raises ServerUnavailableError,
-which the integration conftest turns into a skip, or a failure under CI.
+which the integration conftest turns into a skip, or a failure under CI. ``stop_worker`` ends a Celery worker
+on such a server without waiting out its wait for a message (``wake_workers``).
 """
 
 from __future__ import annotations
@@ -13,14 +14,18 @@ import shutil
 import signal
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import amqp
 import redis
+from celery import Celery
+from kombu.exceptions import OperationalError
 
 from tests.waiting import wait_until
 
@@ -31,6 +36,8 @@ __all__ = [
     "free_port",
     "running_rabbitmq_server",
     "running_redis_server",
+    "stop_worker",
+    "wake_workers",
 ]
 
 #: Where Debian keeps RabbitMQ's own scripts; /usr/sbin's wrappers refuse anyone but root and rabbitmq, and
@@ -105,6 +112,55 @@ def running_redis_server(workdir: Path, *config: str) -> Iterator[RedisServer]:
         if server.process.poll() is None:
             server.process.terminate()
             server.process.wait(timeout=10)
+
+
+def stop_worker(process: subprocess.Popen[Any], broker_url: str | None = None, *, timeout: float = 20) -> None:
+    """Stop a Celery worker (or any process) with SIGTERM, a warm shutdown, then SIGKILL if it still runs after
+    ``timeout`` seconds. ``broker_url``: the worker's broker, where it is woken meanwhile (``wake_workers``)."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if broker_url is not None:
+            wake_workers(broker_url)
+        try:
+            process.wait(timeout=0.1)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+    process.kill()
+    process.wait(timeout=10)
+
+
+def wake_workers(broker_url: str) -> None:
+    """Wake the event loop of every Celery worker on ``broker_url``, as a message would.
+
+    A worker acts on SIGTERM only when its loop next wakes: on Redis once the BRPOP it has waiting returns (ours
+    waits up to 20 s for a message, cut at its 6 s socket time-out), on RabbitMQ at its next timer (up to 10 s).
+    And on Redis a worker started with mingle (as README and the Procfile start it) waits its first 20 s in a
+    BRPOP of mingle's reply queue alone, its task queue unread. On Redis every waiting BRPOP is answered at once,
+    empty, as if its time-out had passed (``CLIENT UNBLOCK``: the worker asks again, for all its queues); on
+    RabbitMQ a ``ping`` is broadcast to the workers' control queues.
+    """
+    if broker_url.startswith("redis"):
+        with redis.Redis.from_url(broker_url) as client:
+            try:
+                for entry in client.client_list():
+                    if entry["cmd"] == "brpop" and "b" in entry["flags"]:
+                        client.client_unblock(entry["id"])
+            except redis.ConnectionError:  # the server is down: nothing waits on it
+                pass
+    elif broker_url.startswith("amqp"):
+        app = Celery("wake-workers", broker=broker_url, set_as_current=False)
+        try:
+            with app.connection_for_write() as connection:
+                connection.ensure_connection(max_retries=0)  # a node that is down: at once, no retries
+                app.control.broadcast("ping", reply=False, connection=connection)
+        except (OSError, OperationalError, amqp.exceptions.AMQPError):  # the node is down or the virtual host
+            pass  # gone: its workers have lost their connections anyway
+        finally:
+            app.close()
 
 
 @dataclass

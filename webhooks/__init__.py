@@ -71,11 +71,14 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Celery:
-    # `celery -A webhooks` looks up `webhooks.app`. Building it reads the settings, so it
-    # happens on first use rather than on `import webhooks`.
+    # `celery -A webhooks` looks up `webhooks.app`. Building it reads the settings, so it happens on first
+    # use rather than on `import webhooks`. Celery prints a traceback for any error while it loads the app:
+    # a configuration it cannot be built from ends the command with its sentence instead.
     if name in ("app", "celery"):
-        import webhooks.pipeline.tasks  # noqa: F401  # registers the tasks on the app
-        from webhooks.celery_app import app
-
+        try:
+            import webhooks.pipeline.tasks  # noqa: F401  # registers the tasks and the worker's wiring
+            from webhooks.celery_app import app
+        except WebhooksError as exc:
+            raise SystemExit(" ".join(str(exc).split())) from None
         return app
     raise AttributeError(f"module 'webhooks' has no attribute {name!r}")

@@ -13,26 +13,20 @@ returns them at once; queues are quorum queues and countdowns use Celery's nativ
 
 The pool is threads, 64 per process, by default: a delivery mostly waits on its receiver, and a
 thread waits for a fraction of a process's memory (README: Performance).
+
+This module is what a host application needs to publish, and imports nothing of the worker's: the
+worker's bootsteps and signal handlers are attached by ``webhooks/worker.py`` when the tasks are imported.
 """
 
 from __future__ import annotations
 
-import gc
-import logging
-from typing import Any
-
 from celery import Celery
-from celery.signals import after_setup_logger, after_setup_task_logger, worker_init, worker_process_init, worker_ready
 
-from webhooks.logformat import use_json_lines
-from webhooks.metrics import serve_worker_metrics
-from webhooks.pipeline.housekeeping import Housekeeping
-from webhooks.pipeline.startup import startup_check
 from webhooks.queue import broker_transport
 from webhooks.queue.rabbitmq import celery_options
 from webhooks.settings import Settings, get_settings
 
-logger = logging.getLogger("webhooks.worker")
+__all__ = ["BROKER_CONNECT_TIMEOUT_SECONDS", "app", "create_celery_app", "settings"]
 
 #: Seconds a publish may spend reaching the broker before publish_event() gives up.
 BROKER_CONNECT_TIMEOUT_SECONDS = 3
@@ -42,7 +36,8 @@ UNACKED_RESTORE_INTERVAL_SECONDS = 1
 
 
 def create_celery_app(settings: Settings) -> Celery:
-    """A Celery app for these settings; tasks are registered by importing ``webhooks.pipeline.tasks``."""
+    """A Celery app for these settings; tasks are registered, and the worker's wiring attached, by importing
+    ``webhooks.pipeline.tasks``."""
     app = Celery("webhooks", set_as_current=False)
     transport_options = {
         "visibility_timeout": settings.broker_visibility_timeout,
@@ -79,37 +74,7 @@ def create_celery_app(settings: Settings) -> Celery:
         worker_consumer="webhooks.queue.consumer:Consumer",  # back within a second of the broker's return
     )
     app.conf.update(celery_options(settings.broker_url))  # RabbitMQ: quorum queues, native delayed delivery
-    app.steps["worker"].add(Housekeeping)
-    app.steps["worker"].add(startup_check(settings))  # an invalid registry or unreachable store: exit, not ready
-    worker_init.connect(lambda **_: serve_worker_metrics(settings, app), weak=False)
-    worker_ready.connect(_freeze_startup_objects, weak=False)
-    worker_process_init.connect(_freeze_startup_objects, weak=False)
-    after_setup_logger.connect(_quiet_task_lines, weak=False)
-    if settings.log_format == "json":
-        after_setup_logger.connect(_json_lines, weak=False)
-        after_setup_task_logger.connect(_json_lines, weak=False)
     return app
-
-
-def _freeze_startup_objects(**_: Any) -> None:
-    # Python runs a full garbage collection only once the objects allocated since the last one reach a
-    # quarter of those that survived it. Counting every object a worker's imports made, that happens
-    # rarely, and the reference cycles that failing attempts leave (exception, traceback, frames) piled up:
-    # 5,000 failing deliveries grew a threads worker by 71 MB. Frozen, the start-up objects no longer count,
-    # full collections keep up, and the same burst adds 24 MB (README: Performance, scenario F).
-    gc.collect()
-    gc.freeze()
-
-
-def _quiet_task_lines(**_: Any) -> None:
-    # Celery logs "received", "succeeded" and "retry" for every task at INFO. Our one ``attempt`` line
-    # per delivery says more (status, latency, state), and the three cost about a fifth of a delivery's CPU.
-    for name in ("celery.worker.strategy", "celery.app.trace"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-
-
-def _json_lines(logger: logging.Logger, **_: Any) -> None:
-    use_json_lines(logger)
 
 
 #: The process-wide settings and app (a worker, or the host application that publishes).

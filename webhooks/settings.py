@@ -7,7 +7,9 @@ the HTTP session are built from a :class:`Settings` instance, and tests build th
 from __future__ import annotations
 
 import ipaddress
+import logging
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Literal
@@ -19,6 +21,9 @@ from pydantic_core import ErrorDetails
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from webhooks.errors import ConfigurationError
+from webhooks.variables import unknown_variables
+
+logger = logging.getLogger("webhooks.settings")
 
 #: Spec section 8: at most 10 automatic retries, so at most 11 attempts per delivery.
 MAX_RETRIES = 10
@@ -297,12 +302,22 @@ def _long_enough(value: SecretStr | None, minimum: int, what: str) -> SecretStr 
 
 
 def load_settings(**overrides: object) -> Settings:
-    """Build Settings from the environment (and overrides), turning validation errors into one sentence."""
+    """Build Settings from the environment (and overrides), turning validation errors, and ``WEBHOOKS_*``
+    variables close to a setting's name (a misspelling would be ignored), into one sentence; other
+    ``WEBHOOKS_*`` variables that name no setting get a warning."""
+    unknown = unknown_variables(os.environ, Settings.model_fields)
+    for variable in unknown:
+        if variable.meant is None:
+            logger.warning("%s.", variable)
+    problems = [str(variable) for variable in unknown if variable.meant is not None]
     try:
-        return Settings(**overrides)  # type: ignore[arg-type]
+        settings = Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
-        problems = "; ".join(_describe(error) for error in exc.errors())
-        raise ConfigurationError(f"The configuration is invalid: {problems}") from None
+        problems += [_describe(error) for error in exc.errors()]
+    if problems:
+        described = "; ".join(problem.rstrip(".") for problem in problems)
+        raise ConfigurationError(f"The configuration is invalid: {described}.")
+    return settings
 
 
 _current: Settings | None = None

@@ -15,7 +15,7 @@ import redis
 
 from webhooks.settings import Settings
 
-__all__ = ["is_embedded_store", "lua", "store_client"]
+__all__ = ["is_embedded_store", "location", "lua", "script", "store_client"]
 
 
 def is_embedded_store(url: str) -> bool:
@@ -26,6 +26,13 @@ def is_embedded_store(url: str) -> bool:
 def store_client(settings: Settings) -> redis.Redis:
     """The process's client of the store (``WEBHOOKS_REDIS_URL``, default the broker); answers are ``str``."""
     return _client(settings.store_url, settings.store_connect_timeout_seconds, settings.store_socket_timeout_seconds)
+
+
+def location(client: redis.Redis) -> str:
+    """``redis://host:port/db`` of a client, for messages (never its password)."""
+    options = client.connection_pool.connection_kwargs
+    where = options.get("path") or f"{options.get('host', 'localhost')}:{options.get('port', 6379)}"
+    return f"redis://{where}/{options.get('db', 0)}"
 
 
 @cache

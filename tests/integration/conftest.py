@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -32,6 +31,7 @@ from tests.servers import (
     ServerUnavailableError,
     running_rabbitmq_server,
     running_redis_server,
+    stop_worker,
 )
 from tests.waiting import wait_until
 from webhooks.queue.inbox import KEY_INBOX
@@ -244,6 +244,7 @@ class Worker:
 
     def __init__(self, env: Mapping[str, str], log_path: Path, name: str, pool: str, concurrency: int) -> None:
         self.log_path = log_path
+        self.broker_url = env["WEBHOOKS_BROKER_URL"]
         self.log = log_path.open("wb")
         self.process = subprocess.Popen(
             [
@@ -275,13 +276,7 @@ class Worker:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        stop_worker(self.process, self.broker_url)
         self.log.close()
 
 

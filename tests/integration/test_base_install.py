@@ -14,6 +14,7 @@ import pytest
 
 import webhooks
 from tests.integration.conftest import service_env, write_registry
+from tests.servers import stop_worker
 from tests.waiting import wait_until
 from webhooks.__about__ import DISTRIBUTION
 from webhooks.samples import sample_event_kwargs
@@ -137,8 +138,7 @@ def test_the_base_install_publishes_and_its_worker_delivers(base_venv, redis_ser
         (request,) = wait_until(lambda: receiver.requests("/base-install"), timeout=60, what="the delivery")
         assert json.loads(request.body)["id"] == result["event_id"]
     finally:
-        worker.terminate()
-        worker.wait(timeout=20)
+        stop_worker(worker, env["WEBHOOKS_BROKER_URL"])
         log.close()
 
 

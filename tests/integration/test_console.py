@@ -81,7 +81,7 @@ def console(redis_server, receiver, browser, tmp_path_factory) -> Iterator[Conso
         operator_webhook_url=receiver.url("/console/operator"),
         operator_webhook_secret="operator-secret-" + "o" * 24,
     )
-    registry = RedisRegistry.from_url(redis_server.url)
+    registry = RedisRegistry(redis.Redis.from_url(redis_server.url, decode_responses=True))
     everything = ["user_created", "company_created"]
     ids = {
         "ok": registry.add(receiver.url("/console/ok"), everything, description="Billing receiver").id,

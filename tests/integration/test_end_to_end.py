@@ -146,7 +146,12 @@ def test_two_workers_deliver_500_events_with_none_lost_and_none_twice(
     wait_until(lambda: delivered_lines() >= 500, timeout=120, what="500 deliveries logged")
     received = [json.loads(request.body)["id"] for request in bodies(receiver, "/bulk", set(ids))]
     assert sorted(received) == sorted(ids)
-    assert all("endpoint=bulk" in worker.output() for worker in workers), "both workers took a share"
+    # A share of the work: deliveries, or the fan-outs that made them. When the publisher outruns the first
+    # fan-out, one fan-out task takes the events a hundred at a time and a handful of batches carry them all,
+    # which the eight-thread worker can take before the other has a free process.
+    assert all("endpoint=bulk" in worker.output() or "fanout event=" in worker.output() for worker in workers), (
+        "both workers took a share"
+    )
 
 
 #: Single events published in a burst: enough that a worker's threads flush their task events many times

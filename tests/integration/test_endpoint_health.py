@@ -73,7 +73,7 @@ def health_env(redis_server, receiver, tmp_path):
         operator_webhook_url=receiver.url(f"/operator-{tmp_path.name}"),
         operator_webhook_secret=OPERATOR_SECRET,
     )
-    registry = RedisRegistry.from_url(url)
+    registry = RedisRegistry(redis.Redis.from_url(url, decode_responses=True))
     return env, registry, f"/operator-{tmp_path.name}"
 
 

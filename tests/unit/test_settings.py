@@ -75,22 +75,6 @@ def test_an_unknown_pool_is_named():
         load_settings(worker_pool="gevent")
 
 
-def test_a_ready_worker_freezes_its_start_up_objects_out_of_the_collectors_count():
-    import gc
-
-    from celery.signals import worker_process_init, worker_ready
-
-    import webhooks.celery_app  # noqa: F401  # connects the handlers
-
-    for signal in (worker_ready, worker_process_init):
-        assert gc.get_freeze_count() == 0
-        signal.send(sender=None)
-        try:
-            assert gc.get_freeze_count() > 0
-        finally:
-            gc.unfreeze()
-
-
 def test_a_rabbitmq_broker_without_a_redis_for_the_registry_and_log_is_refused_in_one_sentence():
     with pytest.raises(ConfigurationError) as error:
         load_settings(broker_url="amqp://guest:s3cret@rabbit:5672//")

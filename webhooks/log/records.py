@@ -1,6 +1,6 @@
 """What the delivery log holds, as plain values: a delivery (one event to one endpoint) and its attempts.
 
-Pure: the Redis layout lives in :mod:`webhooks.log.store`; the rules for which state an attempt
+Pure: the Redis layout lives in :mod:`webhooks.log.layout`; the rules for which state an attempt
 leads to live here, so they are tested without Redis.
 """
 

@@ -25,6 +25,7 @@ from celery import Task, signals
 from celery.exceptions import Reject
 from kombu.exceptions import OperationalError
 
+import webhooks.worker  # noqa: F401  # the worker's bootsteps and signal handlers, attached to the app
 from webhooks.celery_app import app, settings
 from webhooks.endpoints import Delivery, wait_before_retry
 from webhooks.errors import PermanentDeliveryError, RegistryUnavailableError, RetryableDeliveryError

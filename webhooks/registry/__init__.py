@@ -8,6 +8,7 @@ from webhooks.registry.memory import MemoryRegistry
 from webhooks.registry.redis import RedisRegistry
 from webhooks.registry.yaml import YamlRegistry
 from webhooks.settings import Settings
+from webhooks.store import store_client
 
 __all__ = [
     "Endpoint",
@@ -36,12 +37,12 @@ def use_registry(registry: Registry) -> None:
 
 
 def open_registry(settings: Settings) -> Registry:
-    """The registry installed by ``use_registry()``, else the one the settings name: ``redis`` (on
-    WEBHOOKS_REDIS_URL), or a YAML file path (read-only)."""
+    """The registry installed by ``use_registry()``, else the one the settings name: ``redis`` (the store's
+    client, ``store_client(settings)``), or a YAML file path (read-only)."""
     if _installed is not None:
         return _installed
     if settings.registry == "redis":
-        return RedisRegistry.from_url(settings.store_url)
+        return RedisRegistry(store_client(settings))
     return YamlRegistry(settings.registry)
 
 

@@ -37,20 +37,12 @@ from webhooks.errors import (
 )
 from webhooks.registry.base import DEFAULT_OVERLAP_SECONDS, Endpoint, SaveResult
 from webhooks.registry.changes import edited, new_endpoint, rotated
+from webhooks.store import location
 
-#: Seconds to wait for Redis to accept a connection, and then for each answer.
-CONNECT_TIMEOUT_SECONDS = 3
-SOCKET_TIMEOUT_SECONDS = 5
+__all__ = ["Change", "RedisRegistry", "utc_now"]
 
 #: Turns the endpoint read from Redis (None: absent) into what should be stored (None: delete).
 Change = Callable[[Endpoint | None], Endpoint | None]
-
-
-def location(client: redis.Redis) -> str:
-    """``redis://host:port/db`` of a client, for messages (never its password)."""
-    options = client.connection_pool.connection_kwargs
-    where = options.get("path") or f"{options.get('host', 'localhost')}:{options.get('port', 6379)}"
-    return f"redis://{where}/{options.get('db', 0)}"
 
 
 def utc_now() -> datetime:
@@ -71,21 +63,11 @@ class RedisRegistry:
     KEY_BY_EVENT = "webhooks:event:{name}"
 
     def __init__(self, client: redis.Redis, *, clock: Callable[[], datetime] = utc_now) -> None:
-        """``client`` must decode responses (``decode_responses=True``); ``clock`` dates rotation overlaps."""
+        """``client`` must decode responses (the store's, ``webhooks.store.store_client``); ``clock`` dates
+        rotation overlaps."""
         self._redis = client
         self._clock = clock
         self.location = location(client)
-
-    @classmethod
-    def from_url(cls, url: str, *, clock: Callable[[], datetime] = utc_now) -> RedisRegistry:
-        """A registry on the Redis at ``url`` (``WEBHOOKS_REDIS_URL``); connects on first use."""
-        client = redis.Redis.from_url(
-            url,
-            decode_responses=True,
-            socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
-            socket_timeout=SOCKET_TIMEOUT_SECONDS,
-        )
-        return cls(client, clock=clock)
 
     # Reads: what workers do.
 

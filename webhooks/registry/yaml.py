@@ -53,16 +53,20 @@ def load_endpoints(path: Path) -> list[Endpoint]:
     seen: set[str] = set()
     for number, entry in enumerate(document["endpoints"], start=1):
         label = _label(number, entry)
+        # The id as written, valid or not: a second entry with it is a duplicate even when the first is invalid.
+        endpoint_id = entry.get("id") if isinstance(entry, dict) else None
+        duplicate = isinstance(endpoint_id, str) and endpoint_id in seen
+        if duplicate:
+            problems.append(f"{label}: the id {endpoint_id!r} is used by an earlier entry")
+        elif isinstance(endpoint_id, str):
+            seen.add(endpoint_id)
         try:
             endpoint = Endpoint.model_validate(entry)
         except ValidationError as exc:
             problems.extend(f"{label}: {_field(error)}" for error in exc.errors())
             continue
-        if endpoint.id in seen:
-            problems.append(f"{label}: the id {endpoint.id!r} is used by an earlier entry")
-            continue
-        seen.add(endpoint.id)
-        endpoints.append(endpoint)
+        if not duplicate:
+            endpoints.append(endpoint)
     if problems:
         raise ConfigurationError(f"The endpoint registry {str(path)!r} is invalid: " + "; ".join(problems) + ".")
     return endpoints

@@ -10,7 +10,7 @@ import pytest
 from tests.attempts import write_attempt
 from tests.cli import unreachable_redis
 from webhooks.errors import DeliveryLogError, DeliveryNotFoundError
-from webhooks.log import Attempt, DeliveryLog, FannedOut, State, delivery_id, split_delivery_id, store
+from webhooks.log import Attempt, DeliveryLog, FannedOut, State, delivery_id, retention, split_delivery_id
 from webhooks.log.queries import DeliveryQuery, Page
 from webhooks.log.records import state_after
 
@@ -210,7 +210,7 @@ def test_the_cap_holds_and_keeps_the_newest(client, clock):
 
 
 def test_a_cap_lowered_far_below_the_log_is_reached_over_several_writes(client, clock, monkeypatch):
-    monkeypatch.setattr(store, "TRIM_MAX", 40)
+    monkeypatch.setattr(retention, "TRIM_MAX", 40)
     DeliveryLog(client, clock=clock).enqueued(
         [FannedOut("evt_old", "user_created", BODY, [f"ep{n}" for n in range(200)])]
     )

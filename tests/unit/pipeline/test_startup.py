@@ -53,3 +53,44 @@ def test_starting_puts_every_endpoint_of_a_redis_registry_in_its_events_index(mo
     monkeypatch.setattr(registry_module, "_installed", registry)
     check_worker_can_start(Settings(broker_url="memory://localhost/", registry="redis"))
     assert registry.subscribers("user_created") == [endpoint.id]  # its events are held now, not dropped
+
+
+def operator_settings(tmp_path, url, **settings):
+    registry = tmp_path / "endpoints.yaml"
+    registry.write_text("endpoints: []\n", encoding="utf-8")
+    return Settings(
+        broker_url="memory://localhost/",
+        registry=str(registry),
+        operator_webhook_url=url,
+        operator_webhook_secret="whsec_operator_0123456789abcdef",
+        **settings,
+    )
+
+
+@pytest.mark.parametrize(
+    ("url", "refused"),
+    [
+        ("http://127.0.0.1:9/ops", "points at 127.0.0.1, a loopback, private, link-local or reserved address"),
+        ("http://169.254.169.254/latest", "points at 169.254.169.254"),
+        ("ftp://ops.example/", "must start with http:// or https://"),
+    ],
+)
+def test_an_operator_webhook_the_address_policy_always_refuses_stops_the_worker(tmp_path, url, refused):
+    with pytest.raises(SystemExit) as stopped:
+        startup_check(operator_settings(tmp_path, url))(parent=None)
+    message = str(stopped.value.code)
+    assert message.startswith(
+        "The worker did not start: WEBHOOKS_OPERATOR_WEBHOOK_URL would never receive an operator event: the URL "
+    )
+    assert refused in message and "\n" not in message
+
+
+def test_an_operator_webhook_in_an_allowed_network_lets_the_worker_start(tmp_path):
+    check_worker_can_start(operator_settings(tmp_path, "http://127.0.0.1:9/ops", allow_private_networks="127.0.0.0/8"))
+
+
+def test_an_operator_webhook_whose_host_does_not_resolve_yet_is_a_warning(tmp_path, caplog):
+    check_worker_can_start(operator_settings(tmp_path, "https://ops.invalid/hooks"))
+    assert "WEBHOOKS_OPERATOR_WEBHOOK_URL: The host of the URL 'https://ops.invalid/hooks' cannot be resolved." in (
+        caplog.text
+    )

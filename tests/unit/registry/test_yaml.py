@@ -115,6 +115,19 @@ def test_duplicate_ids_are_refused(tmp_path):
         load(tmp_path, text)
 
 
+def test_a_duplicate_id_is_reported_even_when_its_first_entry_is_invalid(tmp_path):
+    text = (
+        "endpoints:\n"
+        "  - {id: a, url: nope, secret: " + NEW + ", events: [all]}\n"
+        "  - {id: a, url: https://y.example/, secret: " + NEW + ", events: [all]}\n"
+    )
+    with pytest.raises(ConfigurationError) as error:
+        load(tmp_path, text)
+    message = str(error.value)
+    assert "endpoint #1 ('a'): The URL 'nope' must start with http:// or https://" in message
+    assert "endpoint #2 ('a'): the id 'a' is used by an earlier entry" in message
+
+
 def test_every_problem_is_reported_at_once(tmp_path):
     text = "endpoints:\n  - {id: a, url: nope, secret: s, events: [x]}\n  - {id: b}\n"
     with pytest.raises(ConfigurationError) as error:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import click
 
 from webhooks.ops.cli.base import main, optional
@@ -29,7 +32,15 @@ def demo(ctx: click.Context, events: int, timeout: float, serve: bool, port: int
     Exits 0 only when every delivery arrived with a verified signature within --timeout. With --serve
     the settings page stays up afterwards (password printed, unless WEBHOOKS_ADMIN_PASSWORD is set).
     """
-    if not optional("webhooks.ops.demo", "demo").run_demo(
+    succeeded = optional("webhooks.ops.demo", "demo").run_demo(
         events=events, timeout=timeout, echo=click.echo, serve_port=port if serve else None
-    ):
+    )
+    if not serve:
+        # The worker and the receiver are left running (ops/demo.py): the process ends here, with them, rather
+        # than in the interpreter's shutdown, which may unwind their contexts once their threads cannot run
+        # (the receiver's shutdown then waits forever).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0 if succeeded else 1)
+    if not succeeded:
         ctx.exit(1)

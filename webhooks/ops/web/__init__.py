@@ -33,18 +33,10 @@ def create_app(
     """Build the settings page for ``settings`` (default: the process settings), ``registry`` and ``log``;
     sessions and the sign-in throttle live in ``store`` (default: the store Redis the settings name)."""
     settings = settings or get_settings()
-    if settings.admin_password is None:
-        raise ConfigurationError(
-            "The settings page needs an operator password: set WEBHOOKS_ADMIN_PASSWORD before starting it."
-        )
-    if settings.secret_key is None:
-        raise ConfigurationError(
-            "The settings page needs a key to sign session cookies: set WEBHOOKS_SECRET_KEY to a long random "
-            "string, e.g. the output of: webhooks new-secret."
-        )
+    secret_key = check_page_settings(settings)
     app = Flask(__name__)
     app.config.update(
-        SECRET_KEY=settings.secret_key.get_secret_value(),
+        SECRET_KEY=secret_key,
         SESSION_COOKIE_HTTPONLY=True,
         SESSION_COOKIE_SAMESITE="Lax",  # Secure and the lifetime: auth.init_app
         WTF_CSRF_TIME_LIMIT=None,  # the token lives as long as the signed session
@@ -68,6 +60,21 @@ def create_app(
     errors.init_app(app)
     app.after_request(security_headers)
     return app
+
+
+def check_page_settings(settings: Settings) -> str:
+    """The session key, once the settings have what the page needs to start (an operator password and a
+    session key); ConfigurationError with the variable to set otherwise."""
+    if settings.admin_password is None:
+        raise ConfigurationError(
+            "The settings page needs an operator password: set WEBHOOKS_ADMIN_PASSWORD before starting it."
+        )
+    if settings.secret_key is None:
+        raise ConfigurationError(
+            "The settings page needs a key to sign session cookies: set WEBHOOKS_SECRET_KEY to a long random "
+            "string, e.g. the output of: webhooks new-secret."
+        )
+    return settings.secret_key.get_secret_value()
 
 
 #: The smallest request body limit: every form but the test-event editor needs far less.

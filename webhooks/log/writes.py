@@ -1,0 +1,110 @@
+"""What workers and the fan-out write to the delivery log: deliveries listed, attempts recorded, held.
+
+Each write is one Lua script per event or attempt (``list_pending.lua``, ``record_attempt.lua``,
+``mark_held.lua``) that updates the record and every index it is in, so a batch costs one round trip
+and the indexes never disagree with the records. This module builds their KEYS and ARGV.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from redis.typing import EncodableT
+
+from webhooks.log.encoding import encode_attempt
+from webhooks.log.health import counted_as, latency_field
+from webhooks.log.layout import ACTIVITY_WINDOW, HOUR, ScriptInput
+from webhooks.log.records import AttemptRecord, FannedOut, State, delivery_id
+from webhooks.log.retention import LogRetention
+
+__all__ = ["MAX_HISTORY", "LogWrites"]
+
+#: Attempts kept per delivery across redeliveries (eleven per series).
+MAX_HISTORY = 110
+
+
+class LogWrites(LogRetention):
+    """The writes of the delivery log; each ends with the cap applied."""
+
+    def enqueued(self, events: Sequence[FannedOut]) -> None:
+        """Record deliveries as ``pending`` before their tasks are enqueued, in one round trip for all
+        the events; a state already there is kept (a fan-out run again after a worker crash)."""
+        events = [event for event in events if event.endpoint_ids]
+        if not events:
+            return
+        now = self._clock()
+        count = self._run("list_pending.lua", [self._pending_input(event, now) for event in events])
+        self._trim_if_full(int(count))
+
+    def record_attempts(self, records: Sequence[AttemptRecord]) -> None:
+        """Store attempts (a batch task's) and the states they led to, in one round trip for all of them."""
+        if records:
+            count = self._run("record_attempt.lua", [self._attempt_input(record) for record in records])
+            self._trim_if_full(int(count))
+
+    def held(self, endpoint_id: str, event_ids: Sequence[str]) -> None:
+        """List deliveries to a disabled endpoint as ``held`` (``endpoints/held.py``), in one round trip."""
+        now, states = self._clock(), [state.value for state in State]
+        self._run(
+            "mark_held.lua",
+            [
+                (
+                    [self.KEY_DELIVERY.format(id=did), *self._state_keys()],
+                    [now, self.retention, did, State.HELD.value, *states],
+                )
+                for did in (delivery_id(event_id, endpoint_id) for event_id in event_ids)
+            ],
+        )
+
+    def _pending_input(self, event: FannedOut, now: float) -> ScriptInput:
+        """KEYS and ARGV of the pending script for one event's deliveries."""
+        ids = [delivery_id(event.event_id, endpoint_id) for endpoint_id in event.endpoint_ids]
+        keys = [
+            self.KEY_ALL,
+            self.KEY_BY_KIND.format(name=event.event_name),
+            self.KEY_BY_STATE.format(state=State.PENDING.value),
+            self.KEY_BY_EVENT.format(event_id=event.event_id),
+            *(self.KEY_DELIVERY.format(id=did) for did in ids),
+            *(self.KEY_BY_ENDPOINT.format(endpoint_id=endpoint_id) for endpoint_id in event.endpoint_ids),
+        ]
+        fields: list[EncodableT] = [now, self.retention, event.event_id, event.event_name, event.body]
+        return keys, [*fields, State.PENDING.value, *ids, *event.endpoint_ids]
+
+    def _attempt_input(self, record: AttemptRecord) -> ScriptInput:
+        """KEYS and ARGV of the attempt script for ``record``."""
+        attempt, endpoint_id = record.attempt, record.endpoint_id
+        now = attempt.at.timestamp()
+        did = delivery_id(record.event_id, endpoint_id)
+        counter = counted_as(record.state.value, attempt.number, attempt.status_code)
+        keys = [
+            self.KEY_DELIVERY.format(id=did),
+            self.KEY_ATTEMPTS.format(id=did),
+            self.KEY_ALL,
+            self.KEY_BY_ENDPOINT.format(endpoint_id=endpoint_id),
+            self.KEY_LAST.format(endpoint_id=endpoint_id),
+            self.KEY_COUNTS.format(endpoint_id=endpoint_id, hour=int(now // HOUR)),
+            self.KEY_BY_KIND.format(name=record.event_name),
+            self.KEY_BY_EVENT.format(event_id=record.event_id),
+            *self._state_keys(),
+        ]
+        args: list[EncodableT] = [
+            now,
+            self.retention,
+            did,
+            record.event_id,
+            endpoint_id,
+            record.event_name,
+            record.body,
+            record.state.value,
+            attempt.number,
+            attempt.result,
+            attempt.latency_ms,
+            attempt.next_retry_at.timestamp() if attempt.next_retry_at else "",
+            encode_attempt(attempt),
+            MAX_HISTORY,
+            counter or "",
+            ACTIVITY_WINDOW + HOUR,
+            "" if attempt.status_code is None else latency_field(attempt.latency_ms),
+            *(state.value for state in State),
+        ]
+        return keys, args
