@@ -22,6 +22,7 @@ __all__ = [
     "DELIVERIES_PER_BATCH",
     "batch_repr",
     "deliveries_calls",
+    "deliveries_in",
     "delivery_call",
     "events_repr",
     "fanout_calls",
@@ -86,6 +87,11 @@ def deliveries_calls(deliveries: Sequence[Sequence[str]], retries: int = 0) -> l
         args = ([list(delivery) for delivery in deliveries[start : start + DELIVERIES_PER_BATCH]],)
         calls.append(TaskCall(DELIVER_MANY_TASK, args, batch_repr(args), retries=retries))
     return calls
+
+
+def deliveries_in(calls: Sequence[TaskCall]) -> int:
+    """How many deliveries the delivery tasks ``calls`` carry."""
+    return sum(1 if call.name == DELIVER_TASK else len(call.args[0]) for call in calls)
 
 
 def fanout_calls(events: Sequence[tuple[str, str, str]]) -> list[TaskCall]:

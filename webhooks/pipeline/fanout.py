@@ -9,18 +9,36 @@ DELIVERIES_PER_BATCH (``deliver_many``) for any mix of endpoints, each endpoint'
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
 
-from webhooks.errors import DeliveryLogError
+from kombu.exceptions import OperationalError
+
+from webhooks.errors import DeliveryLogError, RegistryUnavailableError
 from webhooks.log import DeliveryLog, FannedOut
 from webhooks.logformat import log_fields
 from webhooks.pipeline.calls import deliveries_calls, events_repr
 from webhooks.queue import TaskCall
 from webhooks.registry import Registry
 
-__all__ = ["fan_out"]
+__all__ = ["FANOUT_OPTIONS", "FANOUT_RETRY_MAX_SECONDS", "fan_out", "waiting_through_outages"]
 
 logger = logging.getLogger("webhooks.delivery")
+
+#: Most seconds between two tries of a fan-out that cannot reach the registry or the broker.
+FANOUT_RETRY_MAX_SECONDS = 4
+
+#: Both fan-out tasks: acknowledged once every delivery is enqueued; a broker or registry outage retries them
+#: for as long as it lasts (their events are accepted: no retry limit may drop them).
+FANOUT_OPTIONS: dict[str, Any] = {
+    "acks_late": True,
+    "autoretry_for": (OperationalError, RegistryUnavailableError),
+    "retry_backoff": True,
+    "retry_backoff_max": FANOUT_RETRY_MAX_SECONDS,
+    "retry_jitter": True,
+    "max_retries": None,
+}
 
 
 def fan_out(registry: Registry, log: DeliveryLog, events: Sequence[tuple[str, str, str]]) -> list[TaskCall]:
@@ -52,3 +70,19 @@ def fan_out(registry: Registry, log: DeliveryLog, events: Sequence[tuple[str, st
             endpoints=len(event.endpoint_ids),
         )
     return deliveries_calls([delivery for deliveries in by_endpoint.values() for delivery in deliveries])
+
+
+@contextmanager
+def waiting_through_outages(events: int) -> Iterator[None]:
+    """Say that ``events`` wait for their fan-out when the registry or the broker cannot be reached."""
+    try:
+        yield
+    except (OperationalError, RegistryUnavailableError) as exc:
+        message = " ".join(str(exc).split())
+        logger.warning(
+            "%s %d events wait for their fan-out, tried again within %d seconds until it answers.",
+            message,
+            events,
+            FANOUT_RETRY_MAX_SECONDS,
+        )
+        raise

@@ -15,17 +15,15 @@ Task arguments carry ids and the body, never a secret; ``argsrepr`` keeps the bo
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
 import redis
-from celery import Task, signals
+from celery import Task
 from celery.exceptions import Reject
 from kombu.exceptions import OperationalError
 
-import webhooks.worker  # noqa: F401  # the worker's bootsteps and signal handlers, attached to the app
 from webhooks.celery_app import app, settings
 from webhooks.endpoints import Delivery, wait_before_retry
 from webhooks.errors import PermanentDeliveryError, RegistryUnavailableError, RetryableDeliveryError
@@ -38,15 +36,17 @@ from webhooks.pipeline.calls import (
     EVENTS_PER_FANOUT,
     FANOUT_INBOX_TASK,
     FANOUT_MANY_TASK,
+    deliveries_in,
     inbox_fanout_call,
 )
-from webhooks.pipeline.fanout import fan_out
+from webhooks.pipeline.fanout import FANOUT_OPTIONS, fan_out, waiting_through_outages
 from webhooks.pipeline.stragglers import Stragglers
 from webhooks.pipeline.taskbase import BatchTask, EventsTask, WebhooksTask
 from webhooks.queue import TaskCall, inbox_for, queue_for
 from webhooks.registry import Registry, open_registry
 from webhooks.settings import MAX_RETRIES
 from webhooks.store import store_client
+from webhooks.worker import stragglers
 
 logger = logging.getLogger("webhooks.delivery")
 
@@ -63,24 +63,6 @@ def delivery_log() -> DeliveryLog:
     return open_delivery_log(settings)
 
 
-#: This process's deliveries handed over by their batch's task while still in flight.
-stragglers = Stragglers()
-
-
-@signals.worker_shutdown.connect
-@signals.worker_process_shutdown.connect
-def _settle_stragglers(**_: object) -> None:
-    """A worker that stops settles what its batches handed over first (each attempt ends by its deadline)."""
-    if not stragglers.drain(settings.attempt_deadline + STRAGGLERS_SETTLE_SECONDS):
-        logger.warning(
-            "%d deliveries handed over were not settled; the reconciliation sends them again.", stragglers.count
-        )
-
-
-#: Seconds a stopping worker allows, beyond the attempt deadline, to settle the deliveries still in flight.
-STRAGGLERS_SETTLE_SECONDS = 5
-
-
 def parts() -> batch.Parts:
     """What the delivery tasks work with, in this process."""
     return batch.Parts(settings, registry(), delivery_log(), store_client(settings), queue_for(app))
@@ -93,62 +75,27 @@ class _Task(WebhooksTask):
         return countdown
 
 
-#: Most seconds between two tries of a fan-out that cannot reach the registry or the broker.
-FANOUT_RETRY_MAX_SECONDS = 4
-
-#: Both fan-out tasks: acknowledged once every delivery is enqueued; a broker or registry outage retries them
-#: for as long as it lasts (their events are accepted: no retry limit may drop them).
-_FANOUT_OPTIONS: dict[str, Any] = {
-    "acks_late": True,
-    "autoretry_for": (OperationalError, RegistryUnavailableError),
-    "retry_backoff": True,
-    "retry_backoff_max": FANOUT_RETRY_MAX_SECONDS,
-    "retry_jitter": True,
-    "max_retries": None,
-}
-
-
-@app.task(base=EventsTask, name=FANOUT_MANY_TASK, **_FANOUT_OPTIONS)
+@app.task(base=EventsTask, name=FANOUT_MANY_TASK, **FANOUT_OPTIONS)
 def fanout_many(events: list[list[str]]) -> int:
     """Enqueue the deliveries of a batch of ``[name, id, body]`` in one push; return how many."""
-    with _waiting_through_outages(len(events)):
+    with waiting_through_outages(len(events)):
         calls = fan_out(registry(), delivery_log(), [(name, event_id, body) for name, event_id, body in events])
         queue_for(app).send(calls)
-    return _deliveries(calls)
+    return deliveries_in(calls)
 
 
-@app.task(base=_Task, name=FANOUT_INBOX_TASK, bind=True, **_FANOUT_OPTIONS)
+@app.task(base=_Task, name=FANOUT_INBOX_TASK, bind=True, **FANOUT_OPTIONS)
 def fanout_inbox(self: Task[[], int]) -> int:
     """``fanout_many`` for the events waiting in the inbox; 0 when another fan-out holds it and takes them."""
     inbox, task_id = inbox_for(app), str(self.request.id)
     claimed = None if inbox is None else inbox.claim(task_id, EVENTS_PER_FANOUT)
     if inbox is None or claimed is None:
         return 0
-    with inbox.renewing(task_id), _waiting_through_outages(len(claimed.events)):
+    with inbox.renewing(task_id), waiting_through_outages(len(claimed.events)):
         calls = fan_out(registry(), delivery_log(), claimed.events)
         queue_for(app).send(calls)
     inbox.done(task_id, claimed.taken, inbox_fanout_call())
-    return _deliveries(calls)
-
-
-@contextmanager
-def _waiting_through_outages(events: int) -> Iterator[None]:
-    """Say that ``events`` wait for their fan-out when the registry or the broker cannot be reached."""
-    try:
-        yield
-    except (OperationalError, RegistryUnavailableError) as exc:
-        message = " ".join(str(exc).split())
-        logger.warning(
-            "%s %d events wait for their fan-out, tried again within %d seconds until it answers.",
-            message,
-            events,
-            FANOUT_RETRY_MAX_SECONDS,
-        )
-        raise
-
-
-def _deliveries(calls: Sequence[TaskCall]) -> int:
-    return sum(1 if call.name == DELIVER_TASK else len(call.args[0]) for call in calls)
+    return deliveries_in(calls)
 
 
 @app.task(

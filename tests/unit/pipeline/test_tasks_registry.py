@@ -7,7 +7,7 @@ import time
 from tests import sent
 from tests.unit.pipeline.test_tasks import BODY
 from webhooks.errors import RegistryUnavailableError
-from webhooks.pipeline import batch, tasks
+from webhooks.pipeline import batch, fanout, tasks
 from webhooks.registry import Endpoint, MemoryRegistry
 
 URL = "https://crm.example.com/hooks"
@@ -79,5 +79,5 @@ def test_a_fanout_outlasts_any_outage_of_the_registry_and_says_that_events_wait(
     assert len(waiting) == 3 * tasks.MAX_RETRIES
     assert waiting[0] == (
         "The endpoint registry at redis://127.0.0.1:1/0 cannot be reached: down. 2 events wait for their fan-out, "
-        f"tried again within {tasks.FANOUT_RETRY_MAX_SECONDS} seconds until it answers."
+        f"tried again within {fanout.FANOUT_RETRY_MAX_SECONDS} seconds until it answers."
     )
