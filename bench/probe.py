@@ -29,7 +29,7 @@ def _started(task_id: str, task: Any, args: tuple[Any, ...], **_: Any) -> None:
     if task.name == "webhooks.deliver":
         events = [args[1]]
     elif task.name == "webhooks.deliver_many":
-        events = [one[0] for one in args[1]]
+        events = [one[1] for one in args[0]]
     elif task.name == "naive.deliver":
         events = [event_id(args[2].encode())]
     else:

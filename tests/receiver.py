@@ -87,7 +87,10 @@ class Receiver:
 
 
 class _Server(ThreadingHTTPServer):
-    """Quiet about a sender that went away mid-request (a worker killed in a crash test)."""
+    """Quiet about a sender that went away mid-request (a worker killed in a crash test); a listen backlog as a
+    production server's (socketserver's is 5), since a batch's deliveries connect at once."""
+
+    request_queue_size = 1024
 
     def handle_error(self, request: object, client_address: object) -> None:
         if not isinstance(sys.exc_info()[1], ConnectionError):

@@ -2,8 +2,9 @@
 
 The app itself (``celery_app.py``) is all a publisher needs; the worker's wiring is attached here, when the
 tasks are imported (``pipeline/tasks.py`` imports this module), so a host process that only publishes never
-imports the worker's modules: its bootsteps (housekeeping, the start-up check), its metrics server, and the
-handlers of Celery's signals below, which act only when a worker starts.
+imports the worker's modules: its bootsteps (housekeeping, the start-up check), its metrics server, the
+deliveries its batches hand over while still in flight (settled before it stops), and the handlers of
+Celery's signals below, which act only when a worker starts or stops.
 """
 
 from __future__ import annotations
@@ -13,16 +14,32 @@ import logging
 from typing import Any
 
 from celery import Celery
-from celery.signals import after_setup_logger, after_setup_task_logger, worker_init, worker_process_init, worker_ready
+from celery.signals import (
+    after_setup_logger,
+    after_setup_task_logger,
+    worker_init,
+    worker_process_init,
+    worker_process_shutdown,
+    worker_ready,
+    worker_shutdown,
+)
 
 from webhooks.celery_app import app, settings
 from webhooks.logformat import use_json_lines
 from webhooks.metrics import serve_worker_metrics
 from webhooks.pipeline.housekeeping import Housekeeping
 from webhooks.pipeline.startup import startup_check
+from webhooks.pipeline.stragglers import Stragglers
 from webhooks.settings import Settings
 
-__all__ = ["attach_worker"]
+__all__ = ["STRAGGLERS_SETTLE_SECONDS", "attach_worker", "stragglers"]
+
+logger = logging.getLogger("webhooks.delivery")
+
+#: This process's deliveries handed over by their batch's task while still in flight (``pipeline/stragglers.py``).
+stragglers = Stragglers()
+#: Seconds a stopping worker allows, beyond the attempt deadline, to settle the deliveries still in flight.
+STRAGGLERS_SETTLE_SECONDS = 5
 
 
 def attach_worker(app: Celery, settings: Settings) -> None:
@@ -33,9 +50,19 @@ def attach_worker(app: Celery, settings: Settings) -> None:
     worker_ready.connect(_freeze_startup_objects, weak=False)
     worker_process_init.connect(_freeze_startup_objects, weak=False)
     after_setup_logger.connect(_quiet_task_lines, weak=False)
+    for stopping in (worker_shutdown, worker_process_shutdown):
+        stopping.connect(lambda **_: _settle_stragglers(settings), weak=False)
     if settings.log_format == "json":
         after_setup_logger.connect(_json_lines, weak=False)
         after_setup_task_logger.connect(_json_lines, weak=False)
+
+
+def _settle_stragglers(settings: Settings) -> None:
+    # A worker that stops settles what its batches handed over first (each attempt ends by its deadline).
+    if not stragglers.drain(settings.attempt_deadline + STRAGGLERS_SETTLE_SECONDS):
+        logger.warning(
+            "%d deliveries handed over were not settled; the reconciliation sends them again.", stragglers.count
+        )
 
 
 def _freeze_startup_objects(**_: Any) -> None:

@@ -87,10 +87,11 @@ def test_deliveries_resume_within_seconds_of_a_rabbitmq_node_back_from_a_ten_sec
         during = publish(env, [("user_created", sample_event_kwargs("user_created"))] * 20)  # into the store's inbox
         time.sleep(max(0.0, stopped_at + 10 - time.monotonic()))  # the outage lasts ten seconds
     finally:
+        starting_at = time.time()
         rabbitmq_server.ctl("start_app")
-    back_at = time.time()
+    back_at = time.time()  # a worker may deliver before rabbitmqctl returns: the first delivery counts from the start
     wait_until(lambda: ids_received(receiver, path) >= set(during), timeout=60, what="the events published meanwhile")
-    first_after = min(request.at for request in receiver.requests(path) if request.at > back_at)
+    first_after = min(request.at for request in receiver.requests(path) if request.at > starting_at)
     print(f"\nRabbitMQ back: the first delivery {first_after - back_at:.2f} s later")
     assert first_after - back_at < 5
     rabbitmq_server.ctl("delete_vhost", vhost)

@@ -53,7 +53,7 @@ def test_one_event_to_1000_endpoints_reaches_each_once_and_retries_only_the_fail
         tmp_path / "endpoints.yaml",
         [{"id": i, "url": receiver.url(paths[i]), "secret": secrets[i], "events": ["user_created"]} for i in ids],
     )
-    import_file(registry_file, RedisRegistry.from_url(store_url))
+    import_file(registry_file, RedisRegistry(redis.Redis.from_url(store_url, decode_responses=True)))
     on_broker = {"broker_url": broker.get("broker_url", store_url), "redis_url": store_url}
     env = service_env(
         redis_server,
@@ -108,12 +108,15 @@ SHARED_EVENTS = 2000
 SLOW_SECONDS = 2.0
 
 
-@pytest.mark.xfail(reason="issue 26: each slow answer still holds a pool thread (fast endpoint at 0.44x its rate)")
+@pytest.mark.xfail(
+    reason="issue 26: 0.67-0.72x measured on 2 cores (no pool thread is held any more; CPU spent on the slow "
+    "endpoint's deferred deliveries remains); the target is 0.9x"
+)
 def test_a_slow_endpoint_does_not_slow_a_fast_one_sharing_its_events(redis_server, receiver, tmp_path, start_worker):
     store_url = f"redis://127.0.0.1:{redis_server.port}/{WIDE_DB}"
     store = redis.Redis.from_url(store_url, decode_responses=True)
     store.flushdb()
-    registry = RedisRegistry.from_url(store_url)
+    registry = RedisRegistry(redis.Redis.from_url(store_url, decode_responses=True))
     registry.add(receiver.url(f"/fast-{tmp_path.name}"), ["user_created"])
     env = service_env(redis_server, "redis", broker_url=store_url, redis_url=store_url)
     start_worker(env, "one")
@@ -132,6 +135,7 @@ def test_a_slow_endpoint_does_not_slow_a_fast_one_sharing_its_events(redis_serve
         times = arrivals()
         return len(times) / (max(times) - min(times))
 
+    fast_rate()  # warm: the endpoint's pace known, connections open
     alone = fast_rate()
     receiver.delays[f"/slow-{tmp_path.name}"] = lambda count: SLOW_SECONDS
     registry.add(receiver.url(f"/slow-{tmp_path.name}"), ["user_created"])

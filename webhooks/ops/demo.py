@@ -22,12 +22,12 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import fakeredis
 from celery.contrib.testing.worker import start_worker
-from celery.exceptions import Retry
-from celery.signals import task_retry
+from celery.signals import after_task_publish
 from pydantic import SecretStr
 from werkzeug.serving import make_server
 
@@ -108,17 +108,21 @@ class Progress:
             self._say(f"{tally.endpoint_id:<9} {received.describe()}")
             self._check_finished()
 
-    def on_retry(self, sender: Any, request: Any, reason: Retry, **_: Any) -> None:
-        """Celery's ``task_retry`` signal, sent in the worker when a delivery is scheduled again."""
-        if getattr(sender, "name", None) != "webhooks.deliver":
+    def on_task_sent(self, sender: Any, headers: dict[str, Any], body: Any, **_: Any) -> None:
+        """Celery's ``after_task_publish`` signal: a ``webhooks.deliver`` carrying a retry number is a retry, whether
+        autoretry sent it or a batch did (its argsrepr says why the attempt before failed)."""
+        retries = int(headers.get("retries") or 0)
+        if sender != "webhooks.deliver" or not retries:
             return
-        endpoint_id, event_id = request.args[0], request.args[1]
+        (endpoint_id, event_id, _), due = body[0], headers.get("eta")
+        wait = max(0, round(datetime.fromisoformat(due).timestamp() - time.time())) if due else 0
+        reason = str(headers.get("argsrepr", "")).partition(" after ")[2]
         with self._lock:
             if endpoint_id in self.tallies:  # not one added from the settings page: the table has only the demo's
                 self.tallies[endpoint_id].retries += 1
             self._say(
                 f"{endpoint_id:<9} {self.published.get(event_id, '?'):<20} {event_id}  "
-                f"retry {request.retries + 1} of {MAX_RETRIES} in {reason.when} s: {reason.exc}"
+                f"retry {retries} of {MAX_RETRIES} in {wait} s: {reason}"
             )
 
     def wait(self, timeout: float) -> bool:
@@ -220,7 +224,7 @@ def run_demo(*, events: int, timeout: float, echo: Callable[[str], None], serve_
         **app.conf.broker_transport_options,
         "polling_interval": BROKER_POLLING_INTERVAL_SECONDS,
     }
-    task_retry.connect(progress.on_retry, weak=False)
+    after_task_publish.connect(progress.on_task_sent, weak=False)
 
     for line in banner(settings, base_url, routes):
         echo(line)

@@ -8,11 +8,13 @@ number of attempts in one round trip.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 from celery.exceptions import SoftTimeLimitExceeded
 
@@ -106,34 +108,62 @@ def attempt(settings: Settings, endpoint: Endpoint, event_id: str, body: str, nu
 
 
 def attempts(settings: Settings, deliveries: Sequence[Delivery]) -> list[Made]:
-    """POST each delivery at once, signed now, and return what each attempt made, in order.
+    """POST each delivery at once, signed now, and return what each attempt made, in order, once all have
+    ended: each by its own deadline (``Attempting``)."""
+    attempting = Attempting(settings, deliveries)
+    attempting.wait()
+    return cast(list[Made], attempting.made())
 
-    Each attempt ends by its own deadline; an exception one of them did not expect is a failed attempt
-    of that one (retried), never the others'. The task's soft time limit cuts those still running.
+
+class Attempting:
+    """A batch's attempts on their way, all sent at once: those that have ended, and a call when all have.
+
+    An exception one attempt did not expect is a failed attempt of that one (retried), never the others'.
     """
-    now = datetime.now(UTC)
-    standard = settings.standard_headers
-    batch = process_sender(settings).start(
-        [
-            Outgoing(endpoint, body.encode("utf-8"), now, event_id if standard else None)
-            for endpoint, event_id, body, _ in deliveries
-        ]
-    )
-    try:
-        results = batch.wait()
-    except SoftTimeLimitExceeded:
-        cut = AttemptResult(
-            Outcome.RETRY,
-            None,
-            settings.task_soft_time_limit * 1000.0,
-            error="TimeLimitExceeded",
-            reason=TIME_LIMIT_REASON,
+
+    def __init__(self, settings: Settings, deliveries: Sequence[Delivery]) -> None:
+        self._deliveries = list(deliveries)
+        self._now = datetime.now(UTC)
+        self._time_limit_seconds = settings.task_soft_time_limit
+        standard = settings.standard_headers
+        self._batch = process_sender(settings).start(
+            [
+                Outgoing(endpoint, body.encode("utf-8"), self._now, event_id if standard else None)
+                for endpoint, event_id, body, _ in deliveries
+            ]
         )
-        results = [result or cut for result in batch.results]
-    return [
-        Made(endpoint.id, event_id, body, attempt_of(result, number, now), result.retry_after_seconds)
-        for (endpoint, event_id, body, number), result in zip(deliveries, results, strict=True)
-    ]
+
+    def wait(self, seconds: float | None = None) -> bool:
+        """Whether every attempt has ended, having waited at most ``seconds`` (None: until they have).
+
+        The task's soft time limit cuts those still running: they end as failed attempts."""
+        try:
+            self._batch.wait(seconds)
+        except concurrent.futures.TimeoutError:
+            return False
+        except SoftTimeLimitExceeded:
+            cut = AttemptResult(
+                Outcome.RETRY,
+                None,
+                self._time_limit_seconds * 1000.0,
+                error="TimeLimitExceeded",
+                reason=TIME_LIMIT_REASON,
+            )
+            self._batch.results[:] = [result or cut for result in self._batch.results]
+        return True
+
+    def made(self) -> list[Made | None]:
+        """What each attempt made, in order; None for one still running."""
+        return [
+            None
+            if result is None
+            else Made(endpoint.id, event_id, body, attempt_of(result, number, self._now), result.retry_after_seconds)
+            for (endpoint, event_id, body, number), result in zip(self._deliveries, self._batch.results, strict=True)
+        ]
+
+    def then(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` once every attempt has ended, on the event loop's thread (it must not block)."""
+        self._batch.future.add_done_callback(lambda _: callback())
 
 
 def refusal(endpoint_id: str, event_id: str, body: str, number: int, why: str) -> Made:

@@ -19,8 +19,10 @@ __all__ = [
     "EVENTS_PER_FANOUT",
     "FANOUT_INBOX_TASK",
     "FANOUT_MANY_TASK",
+    "DELIVERIES_PER_BATCH",
     "batch_repr",
-    "deliveries_call",
+    "deliveries_calls",
+    "deliveries_in",
     "delivery_call",
     "events_repr",
     "fanout_calls",
@@ -37,8 +39,13 @@ FANOUT_MANY_TASK = "webhooks.fanout_many"
 FANOUT_INBOX_TASK = "webhooks.fanout_inbox"
 #: One delivery ``(endpoint_id, event_id, body)``.
 DELIVER_TASK = "webhooks.deliver"
-#: Several deliveries to one endpoint ``(endpoint_id, [[event_id, body], ...])``.
+#: Several deliveries to any mix of endpoints ``([[endpoint_id, event_id, body], ...],)``.
 DELIVER_MANY_TASK = "webhooks.deliver_many"
+#: Most deliveries in one ``webhooks.deliver_many``: they go out at once on the worker's event loop, so a
+#: batch costs one task, one registry read and two store round trips however many endpoints it reaches.
+DELIVERIES_PER_BATCH = 100
+#: Deliveries of a batch that Flower and the logs name; the rest are counted.
+SHOWN_DELIVERIES = 10
 
 
 def events_repr(events: Sequence[Sequence[str]]) -> str:
@@ -52,27 +59,39 @@ def ids_repr(args: Sequence[Any]) -> str:
 
 
 def batch_repr(args: Sequence[Any]) -> str:
-    """What they show of ``deliver_many``'s arguments: the endpoint and the event ids."""
-    endpoint_id, deliveries = args[0], args[1] if len(args) > 1 else []
-    return repr((endpoint_id, [event_id for event_id, _ in deliveries]))
+    """What they show of ``deliver_many``'s arguments: ``(endpoint_id, event_id)`` of the first few deliveries."""
+    deliveries = args[0] if args else []
+    shown = repr([tuple(delivery[:2]) for delivery in deliveries[:SHOWN_DELIVERIES]])
+    more = len(deliveries) - SHOWN_DELIVERIES
+    return f"{shown} and {more} more" if more > 0 else shown
 
 
-def delivery_call(endpoint_id: str, event_id: str, body: str, retries: int = 0) -> TaskCall:
-    """One ``webhooks.deliver``; ``retries``: the attempts it has had already."""
+def delivery_call(endpoint_id: str, event_id: str, body: str, retries: int = 0, after: str = "") -> TaskCall:
+    """One ``webhooks.deliver``; ``retries``: the attempts it has had already, ``after``: why the last failed
+    (Flower shows it beside the ids, with the retry number the message carries)."""
     args = (endpoint_id, event_id, body)
-    return TaskCall(DELIVER_TASK, args, ids_repr(args), retries=retries)
+    return TaskCall(DELIVER_TASK, args, ids_repr(args) + (f" after {after}" if after else ""), retries=retries)
 
 
-def deliveries_call(endpoint_id: str, deliveries: Sequence[Sequence[str]], retries: int = 0) -> TaskCall:
-    """The task for ``[[event_id, body], ...]`` to one endpoint: ``deliver`` for one, ``deliver_many`` for more.
+def deliveries_calls(deliveries: Sequence[Sequence[str]], retries: int = 0) -> list[TaskCall]:
+    """The tasks for ``[[endpoint_id, event_id, body], ...]``: ``deliver`` for one, else ``deliver_many`` s of
+    at most DELIVERIES_PER_BATCH, in the order given (a fan-out gives each endpoint's deliveries together).
 
-    ``retries`` is how many attempts each has had already (a batch whose registry lookup was retried).
+    ``retries`` is how many attempts each has had already (deliveries that waited for their endpoint's limits).
     """
     if len(deliveries) == 1:
-        ((event_id, body),) = deliveries
-        return delivery_call(endpoint_id, event_id, body, retries)
-    args = (endpoint_id, [[event_id, body] for event_id, body in deliveries])
-    return TaskCall(DELIVER_MANY_TASK, args, batch_repr(args), retries=retries)
+        ((endpoint_id, event_id, body),) = deliveries
+        return [delivery_call(endpoint_id, event_id, body, retries)]
+    calls = []
+    for start in range(0, len(deliveries), DELIVERIES_PER_BATCH):
+        args = ([list(delivery) for delivery in deliveries[start : start + DELIVERIES_PER_BATCH]],)
+        calls.append(TaskCall(DELIVER_MANY_TASK, args, batch_repr(args), retries=retries))
+    return calls
+
+
+def deliveries_in(calls: Sequence[TaskCall]) -> int:
+    """How many deliveries the delivery tasks ``calls`` carry."""
+    return sum(1 if call.name == DELIVER_TASK else len(call.args[0]) for call in calls)
 
 
 def fanout_calls(events: Sequence[tuple[str, str, str]]) -> list[TaskCall]:

@@ -1,25 +1,44 @@
 """Fan-out: the deliveries of a batch of events, listed as pending in the delivery log, as task calls.
 
 Subscribers, enabled or not, are read as ids only (one SMEMBERS per event name); each delivery reads its
-endpoint at send time (and holds what is for a disabled one). The deliveries to one endpoint travel in one task
-(``deliver_many``) when there are several.
+endpoint at send time (and holds what is for a disabled one). The deliveries travel in batches of up to
+DELIVERIES_PER_BATCH (``deliver_many``) for any mix of endpoints, each endpoint's together: one event to
+10,000 endpoints is about a hundred tasks, and many events to one endpoint share theirs.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
 
-from webhooks.errors import DeliveryLogError
+from kombu.exceptions import OperationalError
+
+from webhooks.errors import DeliveryLogError, RegistryUnavailableError
 from webhooks.log import DeliveryLog, FannedOut
 from webhooks.logformat import log_fields
-from webhooks.pipeline.calls import deliveries_call, events_repr
+from webhooks.pipeline.calls import deliveries_calls, events_repr
 from webhooks.queue import TaskCall
 from webhooks.registry import Registry
 
-__all__ = ["fan_out"]
+__all__ = ["FANOUT_OPTIONS", "FANOUT_RETRY_MAX_SECONDS", "fan_out", "waiting_through_outages"]
 
 logger = logging.getLogger("webhooks.delivery")
+
+#: Most seconds between two tries of a fan-out that cannot reach the registry or the broker.
+FANOUT_RETRY_MAX_SECONDS = 4
+
+#: Both fan-out tasks: acknowledged once every delivery is enqueued; a broker or registry outage retries them
+#: for as long as it lasts (their events are accepted: no retry limit may drop them).
+FANOUT_OPTIONS: dict[str, Any] = {
+    "acks_late": True,
+    "autoretry_for": (OperationalError, RegistryUnavailableError),
+    "retry_backoff": True,
+    "retry_backoff_max": FANOUT_RETRY_MAX_SECONDS,
+    "retry_jitter": True,
+    "max_retries": None,
+}
 
 
 def fan_out(registry: Registry, log: DeliveryLog, events: Sequence[tuple[str, str, str]]) -> list[TaskCall]:
@@ -41,7 +60,7 @@ def fan_out(registry: Registry, log: DeliveryLog, events: Sequence[tuple[str, st
     by_endpoint: dict[str, list[list[str]]] = {}
     for event in batch:
         for endpoint_id in event.endpoint_ids:
-            by_endpoint.setdefault(endpoint_id, []).append([event.event_id, event.body])
+            by_endpoint.setdefault(endpoint_id, []).append([endpoint_id, event.event_id, event.body])
         log_fields(
             logger,
             logging.INFO,
@@ -50,4 +69,20 @@ def fan_out(registry: Registry, log: DeliveryLog, events: Sequence[tuple[str, st
             name=event.event_name,
             endpoints=len(event.endpoint_ids),
         )
-    return [deliveries_call(endpoint_id, deliveries) for endpoint_id, deliveries in by_endpoint.items()]
+    return deliveries_calls([delivery for deliveries in by_endpoint.values() for delivery in deliveries])
+
+
+@contextmanager
+def waiting_through_outages(events: int) -> Iterator[None]:
+    """Say that ``events`` wait for their fan-out when the registry or the broker cannot be reached."""
+    try:
+        yield
+    except (OperationalError, RegistryUnavailableError) as exc:
+        message = " ".join(str(exc).split())
+        logger.warning(
+            "%s %d events wait for their fan-out, tried again within %d seconds until it answers.",
+            message,
+            events,
+            FANOUT_RETRY_MAX_SECONDS,
+        )
+        raise

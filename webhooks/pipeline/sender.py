@@ -75,14 +75,17 @@ class Batch:
         self.results = results
         self.future = future
 
-    def wait(self) -> list[AttemptResult]:
-        """Every result, in order, once all attempts have ended.
+    def wait(self, seconds: float | None = None) -> list[AttemptResult]:
+        """Every result, in order, once all attempts have ended; ``concurrent.futures.TimeoutError`` if they
+        have not within ``seconds`` (None: no limit), the attempts still running.
 
         Interrupted while waiting (a task's soft time limit), it cancels the attempts still running and
         re-raises; ``results`` keeps those that ended.
         """
         try:
-            self.future.result()
+            self.future.result(seconds)
+        except concurrent.futures.TimeoutError:
+            raise
         except BaseException:
             self.future.cancel()
             raise

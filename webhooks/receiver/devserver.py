@@ -147,6 +147,7 @@ def _name_and_id(body: bytes) -> tuple[str, str]:
 
 class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
     daemon_threads = True
+    request_queue_size = 1024  # a worker's batch connects at once; socketserver's backlog of 5 would stall them
 
 
 class _QuietHandler(WSGIRequestHandler):

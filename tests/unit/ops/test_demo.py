@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 import socket
-from types import SimpleNamespace
+import time
+from datetime import UTC, datetime
 
 import pytest
 from click.testing import CliRunner
@@ -27,16 +28,23 @@ def arrive(tracker, endpoint, event_id, attempt, status=200, verified=True):
     tracker.on_request(Received(f"/{endpoint}", "user_created", event_id, attempt, verified, status))
 
 
+def sent_retry(tracker, endpoint_id, event_id, reason, in_seconds):
+    """What Celery's after_task_publish signal says of a webhooks.deliver retry, whoever sent it."""
+    due = datetime.fromtimestamp(time.time() + in_seconds + 0.4, UTC).isoformat()
+    headers = {"retries": 1, "eta": due, "argsrepr": f"({endpoint_id!r}, {event_id!r}) after {reason}"}
+    tracker.on_task_sent("webhooks.deliver", headers, ([endpoint_id, event_id, "{}"], {}, {}))
+
+
 def test_progress_finishes_when_every_published_event_reached_every_endpoint():
     tracker, lines = progress()
     tracker.on_published("evt_1", "user_created")
     arrive(tracker, "healthy", "evt_1", 1)
     arrive(tracker, "flaky", "evt_1", 1, status=503)
-    retry = SimpleNamespace(when=1, exc="HTTP 503 from endpoint 'flaky' (attempt 1 of 11)")
-    tracker.on_retry(
-        SimpleNamespace(name="webhooks.deliver"), SimpleNamespace(args=["flaky", "evt_1", "{}"], retries=0), retry
+    sent_retry(tracker, "flaky", "evt_1", "HTTP 503 from endpoint 'flaky' (attempt 1 of 11)", in_seconds=1)
+    tracker.on_task_sent("webhooks.fanout_many", {"retries": 1, "argsrepr": "[]"}, ([[]], {}, {}))
+    tracker.on_task_sent(
+        "webhooks.deliver", {"retries": 0, "argsrepr": "('flaky', 'evt_1')"}, (["flaky", "evt_1", "{}"], {}, {})
     )
-    tracker.on_retry(SimpleNamespace(name="webhooks.fanout"), SimpleNamespace(args=[], retries=0), retry)
     arrive(tracker, "flaky", "evt_1", 2)
     assert not tracker.finished.is_set()  # the second event is not published yet
     tracker.on_published("evt_2", "user_created")
@@ -106,9 +114,7 @@ def test_events_must_be_positive():
 
 def test_a_retry_to_an_endpoint_added_from_the_page_is_printed_not_a_key_error():
     tracker, lines = progress()
-    retry = SimpleNamespace(when=2, exc="Connection refused from endpoint 'added' (attempt 1 of 11)")
-    request = SimpleNamespace(args=["ep_added_later", "evt_9", "{}"], retries=0)
-    tracker.on_retry(SimpleNamespace(name="webhooks.deliver"), request, retry)
+    sent_retry(tracker, "ep_added_later", "evt_9", "Connection refused from endpoint 'added' (attempt 1 of 11)", 2)
     assert any("ep_added_later" in line and "retry 1 of 10 in 2 s: Connection refused" in line for line in lines)
     assert set(tracker.tallies) == {"healthy", "flaky"}
 

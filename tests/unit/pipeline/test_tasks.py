@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+import asyncio
+import time
 from datetime import UTC, datetime
-from types import SimpleNamespace
 
 import fakeredis
 import pytest
@@ -15,9 +15,8 @@ from tests import sent
 from tests.cli import unreachable_redis
 from webhooks.errors import PermanentDeliveryError, RetryableDeliveryError
 from webhooks.events import build_event, serialize
-from webhooks.log import Attempt, DeliveryLog, State
-from webhooks.pipeline import tasks
-from webhooks.pipeline.attempt import Made
+from webhooks.log import DeliveryLog, State
+from webhooks.pipeline import batch, stragglers, tasks
 from webhooks.pipeline.sender import Sender
 from webhooks.registry import Endpoint, MemoryRegistry
 from webhooks.samples import sample_event_kwargs
@@ -97,7 +96,8 @@ def test_a_disabled_endpoints_delivery_is_held_without_a_request(registry, log, 
 
 def test_fanout_gives_a_disabled_subscriber_its_deliveries_so_that_they_are_held(registry, enqueued):
     assert tasks.fanout_many.apply(args=([["user_updated", "evt_1", BODY]],)).get() == 3
-    assert sorted(call.args[0] for call in enqueued) == ["all", "crm", "off"]
+    ((call,),) = [enqueued]  # one batch for the three endpoints
+    assert sorted(endpoint_id for endpoint_id, _, _ in call.args[0]) == ["all", "crm", "off"]
 
 
 @sent.activate
@@ -119,23 +119,36 @@ def test_an_unsafe_address_is_refused_once_and_not_retried(monkeypatch):
     assert result.result.attempt == 1
 
 
-def test_fanout_enqueues_one_delivery_per_subscribed_enabled_endpoint(registry, enqueued):
+def test_fanout_enqueues_one_delivery_per_subscribed_endpoint_in_one_batch(registry, enqueued):
     assert tasks.fanout_many.apply(args=([["user_created", "evt_1", BODY]],)).get() == 2
-    (crm, everything) = enqueued
-    assert (crm.name, crm.args, crm.argsrepr) == ("webhooks.deliver", ("crm", "evt_1", BODY), "('crm', 'evt_1')")
-    assert (everything.args, everything.argsrepr) == (("all", "evt_1", BODY), "('all', 'evt_1')")
+    (batch,) = enqueued
+    assert (batch.name, batch.args) == ("webhooks.deliver_many", ([["crm", "evt_1", BODY], ["all", "evt_1", BODY]],))
+    assert batch.argsrepr == "[('crm', 'evt_1'), ('all', 'evt_1')]"
     assert tasks.fanout_many.apply(args=([["company_created", "evt_2", BODY]],)).get() == 1
 
 
-def test_fanout_many_gives_each_endpoint_one_task_for_all_its_events_in_one_push(registry, redis_queue, monkeypatch):
+def test_fanout_many_batches_every_delivery_each_endpoints_together_in_one_push(registry, redis_queue, monkeypatch):
     pushes = []
     monkeypatch.setattr(redis_queue, "send", pushes.append)
     events = [["user_created", "evt_1", BODY], ["company_created", "evt_2", BODY], ["user_created", "evt_3", "{}"]]
     assert tasks.fanout_many.apply(args=(events,)).get() == 5
-    ((crm, everything),) = pushes
-    assert (crm.name, crm.args) == ("webhooks.deliver_many", ("crm", [["evt_1", BODY], ["evt_3", "{}"]]))
-    assert crm.argsrepr == "('crm', ['evt_1', 'evt_3'])"
-    assert everything.args[1] == [["evt_1", BODY], ["evt_2", BODY], ["evt_3", "{}"]]
+    ((batch,),) = pushes
+    assert [delivery[:2] for delivery in batch.args[0]] == [
+        ["crm", "evt_1"],
+        ["crm", "evt_3"],
+        ["all", "evt_1"],
+        ["all", "evt_2"],
+        ["all", "evt_3"],
+    ]
+
+
+def test_fanout_many_splits_its_deliveries_into_batches_of_at_most_deliveries_per_batch(registry, enqueued):
+    from webhooks.pipeline.calls import DELIVERIES_PER_BATCH
+
+    events = [["user_created", f"evt_{n}", BODY] for n in range(DELIVERIES_PER_BATCH)]
+    assert tasks.fanout_many.apply(args=(events,)).get() == 2 * DELIVERIES_PER_BATCH
+    assert [len(call.args[0]) for call in enqueued] == [DELIVERIES_PER_BATCH, DELIVERIES_PER_BATCH]
+    assert enqueued[0].argsrepr.endswith(f"and {DELIVERIES_PER_BATCH - 10} more")
 
 
 def test_fanout_many_gives_an_endpoint_with_one_event_a_plain_delivery(registry, enqueued):
@@ -203,7 +216,7 @@ def test_a_delivery_over_its_endpoints_cap_waits_on_the_queue_not_in_a_thread(re
     single, batch = sorted(enqueued, key=lambda call: call.name)
     assert (single.name, single.args, single.retries) == ("webhooks.deliver", ("crm", "evt_1", BODY), 3)
     assert single.due is not None and single.due > before
-    assert (batch.name, len(batch.args[1])) == ("webhooks.deliver_many", 2)
+    assert (batch.name, len(batch.args[0]), batch.retries) == ("webhooks.deliver_many", 2, 0)
 
 
 @pytest.fixture
@@ -236,7 +249,7 @@ def test_a_batch_retry_is_due_after_the_backoff_celery_computes_for_deliver():
     assert tasks.deliver.max_retries == 10 and RetryableDeliveryError in tasks.deliver.autoretry_for
     for number in range(1, 11):
         ceiling = min(tasks.settings.retry_backoff * 2 ** (number - 1), tasks.settings.retry_backoff_max)
-        assert all(0 <= tasks.retry_countdown(number) <= ceiling for _ in range(20))
+        assert all(0 <= batch.retry_countdown(tasks.settings, number) <= ceiling for _ in range(20))
 
 
 @sent.activate
@@ -264,7 +277,8 @@ def test_a_retry_reason_reads_as_a_sentence_in_flower():
 
 
 def deliver_many(count, endpoint_id="crm", **options):
-    return tasks.deliver_many.apply(args=(endpoint_id, [[f"evt_{n}", body(n)] for n in range(1, count + 1)]), **options)
+    deliveries = [[endpoint_id, f"evt_{n}", body(n)] for n in range(1, count + 1)]
+    return tasks.deliver_many.apply(args=(deliveries,), **options)
 
 
 @sent.activate
@@ -288,9 +302,9 @@ def test_a_failed_attempt_in_a_batch_waits_for_its_retry_as_a_delivery_of_its_ow
     assert (retry.name, retry.args, retry.argsrepr) == (
         "webhooks.deliver",
         ("crm", "evt_2", body(2)),
-        "('crm', 'evt_2')",
+        "('crm', 'evt_2') after HTTP 503 from endpoint 'crm' (attempt 1 of 11)",  # what Flower shows
     )
-    assert retry.retries == 1 and retry.task_id  # the next attempt is number 2 of 11
+    assert retry.retries == 1  # the next attempt is number 2 of 11, as the message says
     failed = log.get("evt_2@crm")
     assert (failed.state, failed.attempts, failed.last_result) == (State.RETRYING, 1, "HTTP 503")
     assert failed.next_retry_at is not None
@@ -334,15 +348,32 @@ def test_the_retry_of_a_batch_delivery_is_attempt_two_and_the_series_still_ends_
 
 
 @sent.activate
-def test_a_batch_past_its_time_hands_what_it_has_not_attempted_to_other_tasks(registry, log, enqueued, monkeypatch):
-    monkeypatch.setattr(tasks, "BATCH_SECONDS", 0.0)
+def test_one_batch_serves_a_mix_of_endpoints_each_delivery_as_its_endpoint_says(registry, log, enqueued, held):
+    sent.post(URL, status=503)
+    sent.post("https://all.example.com/", status=200)
+    deliveries = [["crm", "evt_1", body(1)], ["off", "evt_2", body(2, "user_updated")], ["gone", "evt_3", body(3)]]
+    deliveries += [["all", "evt_4", body(4)], ["crm", "evt_5", body(5, "company_created")]]
+    result = tasks.deliver_many.apply(args=(deliveries,), retries=0)
+    assert result.get() == {"retrying": 1, "delivered": 1, "dropped": 2, "held": 1}
+    assert sorted(call.request.url for call in sent.calls) == ["https://all.example.com/", URL]
+    assert held.peek("off") == [["evt_2", body(2, "user_updated")]]
+    assert "does not subscribe to 'company_created'" in log.get("evt_5@crm").last_result
+    (retry,) = enqueued
+    assert (retry.name, retry.args[:2], retry.retries) == ("webhooks.deliver", ("crm", "evt_1"), 1)
+
+
+@sent.activate
+def test_a_batch_keeps_the_attempt_number_its_message_carries(registry, log, enqueued):
     sent.post(URL, status=200)
-    assert deliver_many(4, retries=2).get() == {"delivered": 1, "handed_on": 3}
-    assert len(sent.calls) == 1
-    assert [(call.name, call.args[1], call.retries) for call in enqueued] == [
-        ("webhooks.deliver", f"evt_{n}", 2) for n in (2, 3, 4)
-    ]
-    assert log.get("evt_1@crm").history[0].number == 3
+    assert deliver_many(3, retries=2).get() == {"delivered": 3}
+    assert [log.get(f"evt_{n}@crm").history[0].number for n in (1, 2, 3)] == [3, 3, 3]
+
+
+@sent.activate
+def test_a_batch_message_of_the_release_before_is_still_delivered(registry, log, enqueued):
+    sent.post(URL, status=200)
+    assert tasks.deliver_many.apply(args=("crm", [["evt_1", body(1)], ["evt_2", body(2)]])).get() == {"delivered": 2}
+    assert [call.request.body for call in sent.calls] == [body(1).encode(), body(2).encode()]
 
 
 @sent.activate
@@ -353,9 +384,9 @@ def test_a_batch_to_a_disabled_endpoint_holds_every_delivery_without_a_request(r
 
 
 def test_a_batch_to_a_removed_endpoint_drops_every_delivery_without_a_request(registry, log, enqueued):
-    result = deliver_many(2, "gone")
-    assert isinstance(result.result, PermanentDeliveryError)
+    assert deliver_many(2, "gone").get() == {"dropped": 2}
     assert [log.get(f"evt_{n}@gone").state for n in (1, 2)] == [State.DROPPED] * 2
+    assert enqueued == []
 
 
 @sent.activate
@@ -368,53 +399,6 @@ def test_a_batch_whose_retries_cannot_be_enqueued_goes_back_on_the_queue_whole(r
     result = deliver_many(2)
     assert result.state == "REJECTED"
     assert isinstance(result.result, Reject) and result.result.requeue
-
-
-def test_flower_is_told_a_batch_delivery_waits_for_its_retry():
-    sent = []
-    dispatcher = SimpleNamespace(send=lambda kind, **fields: sent.append((kind, fields)))
-    task = SimpleNamespace(
-        request=SimpleNamespace(is_eager=False, hostname="worker@host"),
-        app=SimpleNamespace(
-            conf=SimpleNamespace(worker_send_task_events=True),
-            events=SimpleNamespace(default_dispatcher=lambda hostname: nullcontext(dispatcher)),
-        ),
-    )
-    attempt = Attempt(number=1, at=datetime.now(UTC), outcome="retry", latency_ms=3.0, status_code=503)
-    made = Made("crm", "evt_1", BODY, attempt).scheduled(30)
-    call, due = tasks.retry_call(made)
-    tasks.announce_retries(task, [(call, due)], [made])
-    ((kind, fields),) = sent
-    assert kind == "task-retried"
-    assert (fields["uuid"], fields["name"], fields["args"], fields["retries"]) == (
-        call.task_id,
-        "webhooks.deliver",
-        "('crm', 'evt_1')",
-        1,
-    )
-    assert "HTTP 503 from endpoint 'crm' (attempt 1 of 11)" in fields["exception"]
-    assert BODY not in str(fields)
-
-
-def test_what_a_batch_hands_on_is_sized_to_take_about_batch_seconds_at_the_latency_seen():
-    rest = [[f"evt_{n}", "{}"] for n in range(95)]
-    calls = tasks.hand_on("crm", rest, seconds_each=tasks.BATCH_SECONDS / 10, retries=0)
-    assert [len(call.args[1]) for call in calls] == [10] * 9 + [5]
-    assert {call.name for call in calls} == {"webhooks.deliver_many"}
-    slow = tasks.hand_on("crm", rest[:3], seconds_each=tasks.BATCH_SECONDS * 2, retries=4)
-    assert [(call.name, call.args[1], call.retries) for call in slow] == [
-        ("webhooks.deliver", f"evt_{n}", 4) for n in range(3)
-    ]
-    assert [call.args[1] for call in calls][0] == rest[:10]  # in order
-
-
-def test_a_batch_hands_on_at_once_when_at_the_latency_seen_it_would_take_more_than_twice_its_time():
-    budget = tasks.BATCH_SECONDS
-    assert tasks.keeps_sending(0.0, 0, 100)  # the first attempt is always made
-    assert tasks.keeps_sending(budget / 100, 10, 100)  # a fast receiver: the whole batch in a tenth of the budget
-    assert not tasks.keeps_sending(budget / 10, 1, 100)  # 100 ms each: ten seconds for the batch, so hand on now
-    assert tasks.keeps_sending(budget * 0.3, 3, 10)  # a task handed on, sized to the budget, runs to its end
-    assert not tasks.keeps_sending(budget * 1.01, 90, 100)  # past the budget
 
 
 @pytest.fixture
@@ -443,10 +427,32 @@ def test_a_batch_sends_what_the_rate_limit_allows_and_the_rest_waits_as_one_task
     assert deliver_many(5, retries=2).get() == {"delivered": 2, "waiting": 3}
     assert len(sent.calls) == 2
     (rest,) = enqueued
-    assert (rest.name, [event_id for event_id, _ in rest.args[1]], rest.retries) == (
+    assert (rest.name, [event_id for _, event_id, _ in rest.args[0]], rest.retries) == (
         "webhooks.deliver_many",
         ["evt_3", "evt_4", "evt_5"],
         2,
     )
     assert rest.due is not None and before < rest.due <= datetime.now(UTC).timestamp() + 1.0
     assert {d.id: d.state for d in log.find()} == {"evt_1@crm": State.DELIVERED, "evt_2@crm": State.DELIVERED}
+
+
+@sent.activate
+def test_a_batch_hands_a_slow_answer_to_its_process_and_the_process_settles_it(registry, log, monkeypatch):
+    sent.post(URL, status=200)
+    sent.post("https://all.example.com/", status=503)
+    real_send = Sender._send  # the stand-in receiver's (tests/sent.py)
+
+    async def send(self, item):
+        if item.endpoint.id == "all":  # answers long after the batch's task has handed it over
+            await asyncio.sleep(stragglers.HANDOFF_SECONDS * 4)
+        return await real_send(self, item)
+
+    monkeypatch.setattr(Sender, "_send", send)
+    started = time.monotonic()
+    deliveries = [["crm", "evt_1", body(1)], ["all", "evt_2", body(2)]]
+    assert tasks.deliver_many.apply(args=(deliveries,)).get() == {"delivered": 1, "handed_over": 1}
+    assert time.monotonic() - started < stragglers.HANDOFF_SECONDS * 3  # the task did not wait for the slow one
+    assert tasks.stragglers.drain(10)
+    slow = log.get("evt_2@all")
+    assert (slow.state, slow.attempts, slow.last_result) == (State.RETRYING, 1, "HTTP 503")
+    assert slow.next_retry_at is not None

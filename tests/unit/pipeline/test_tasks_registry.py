@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 from tests import sent
 from tests.unit.pipeline.test_tasks import BODY
 from webhooks.errors import RegistryUnavailableError
-from webhooks.pipeline import tasks
+from webhooks.pipeline import batch, fanout, tasks
 from webhooks.registry import Endpoint, MemoryRegistry
 
 URL = "https://crm.example.com/hooks"
@@ -37,12 +39,27 @@ class FlakyRegistry(MemoryRegistry):
 
 
 @sent.activate
-def test_deliver_retries_when_the_registry_is_unreachable(monkeypatch):
-    registry = FlakyRegistry(failures=2)
+def test_a_delivery_waits_for_an_unreachable_registry_and_loses_no_attempt(monkeypatch, enqueued, caplog):
+    registry = FlakyRegistry(failures=1)
     monkeypatch.setattr(tasks, "registry", lambda: registry)
     sent.post(URL, status=200)
-    assert tasks.deliver.apply(args=("crm", "evt_1", BODY)).successful()
+    before = time.time()
+    assert tasks.deliver.apply(args=("crm", "evt_1", BODY), retries=4).successful()
+    assert len(sent.calls) == 0
+    (again,) = enqueued  # the same delivery, sent for later with the attempts it had: the next is still 5
+    assert (again.name, again.args, again.retries) == ("webhooks.deliver", ("crm", "evt_1", BODY), 4)
+    assert before < again.due <= time.time() + batch.REGISTRY_WAIT_MAX_SECONDS
+    assert "1 deliveries wait for it and lose no attempt." in caplog.text
+    assert tasks.deliver.apply(args=again.args, retries=again.retries).successful()
     assert len(sent.calls) == 1
+
+
+def test_a_batch_waits_for_an_unreachable_registry_and_loses_no_attempt(monkeypatch, enqueued):
+    monkeypatch.setattr(tasks, "registry", lambda: FlakyRegistry(failures=1))
+    deliveries = [["crm", "evt_1", BODY], ["crm", "evt_2", BODY]]
+    assert tasks.deliver_many.apply(args=(deliveries,)).get() == {"waiting": 2}
+    (again,) = enqueued
+    assert (again.name, again.args, again.retries) == ("webhooks.deliver_many", (deliveries,), 0)
 
 
 def test_fanout_retries_when_the_registry_is_unreachable(monkeypatch, enqueued):
@@ -62,5 +79,5 @@ def test_a_fanout_outlasts_any_outage_of_the_registry_and_says_that_events_wait(
     assert len(waiting) == 3 * tasks.MAX_RETRIES
     assert waiting[0] == (
         "The endpoint registry at redis://127.0.0.1:1/0 cannot be reached: down. 2 events wait for their fan-out, "
-        f"tried again within {tasks.FANOUT_RETRY_MAX_SECONDS} seconds until it answers."
+        f"tried again within {fanout.FANOUT_RETRY_MAX_SECONDS} seconds until it answers."
     )
