@@ -114,7 +114,11 @@ class Settings(BaseSettings):
         "on the command line once this is set: choose here.",
     )
     worker_concurrency: int = Field(
-        64, ge=1, le=1000, description="Deliveries one worker process sends at once (threads or child processes)."
+        64,
+        ge=1,
+        le=1000,
+        description="Tasks one worker process runs at once (threads or child processes); a batch's "
+        "deliveries go out at once, bounded by WEBHOOKS_MAX_IN_FLIGHT.",
     )
     max_in_flight: int = Field(
         256,
