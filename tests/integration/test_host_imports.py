@@ -8,6 +8,7 @@ import sys
 import textwrap
 
 import pytest
+import redis
 
 from tests.integration.conftest import service_env, write_registry
 
@@ -47,11 +48,20 @@ WORKER_SIDE = (
 )
 
 
+#: The Redis database this test publishes into: no worker takes its events, so they must not wait in another
+#: test's inbox.
+HOST_DB = 7
+
+
 def test_publishing_from_a_host_process_imports_no_worker_module(redis_server, tmp_path):
-    env = service_env(redis_server, write_registry(tmp_path / "endpoints.yaml", []))
-    completed = subprocess.run(
-        [sys.executable, "-c", HOST], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
+    url = f"redis://127.0.0.1:{redis_server.port}/{HOST_DB}"
+    env = service_env(redis_server, write_registry(tmp_path / "endpoints.yaml", []), broker_url=url)
+    try:
+        completed = subprocess.run(
+            [sys.executable, "-c", HOST], env=env, capture_output=True, text=True, timeout=60, check=False
+        )
+    finally:
+        redis.Redis.from_url(url).flushdb()
     assert completed.returncode == 0, completed.stderr
     result = json.loads(completed.stdout)
     assert len(result["ids"]) == 2  # both were published: the imports below are those of a real publish
