@@ -35,7 +35,7 @@ from uuid import uuid4
 import redis
 
 from webhooks.endpoints.decision import Decision, Delivery, Drop, Hold, Later, Send, Slot
-from webhooks.endpoints.guard import unsendable_to
+from webhooks.endpoints.guard import Verdicts, unsendable_to
 from webhooks.endpoints.keys import state_keys
 from webhooks.endpoints.notices import OPERATOR_ENDPOINT_ID, operator_endpoint
 from webhooks.endpoints.rules import CIRCUIT_TIMEOUTS
@@ -101,6 +101,7 @@ class Gate:
         Raises ``RegistryUnavailableError`` when the registry cannot be read (nothing is decided)."""
         found = self._look_up([delivery.endpoint_id for delivery in deliveries])
         decisions: dict[int, Decision] = {}
+        verdicts: Verdicts = {}  # each distinct body validated once for the batch
         gated: list[tuple[int, Endpoint]] = []
         for n, delivery in enumerate(deliveries):
             endpoint = found[delivery.endpoint_id]
@@ -108,7 +109,7 @@ class Gate:
                 decisions[n] = endpoint
             elif not endpoint.enabled:
                 decisions[n] = Hold()
-            elif why := unsendable_to(endpoint, delivery.event_id, delivery.body):  # never signed
+            elif why := unsendable_to(endpoint, delivery.event_id, delivery.body, verdicts):  # never signed
                 decisions[n] = Drop(why)
             else:
                 gated.append((n, endpoint))

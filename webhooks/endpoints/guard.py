@@ -7,10 +7,10 @@ and validated by ``publish_event()`` (or is a sample or a redelivery of one), so
 the body as one of the twelve events exactly as ``parse_event()`` does, then checks that it is the
 event the task names and that the endpoint subscribes to it.
 
-It runs on every attempt, so it is one pass of pydantic's ``validate_json`` over the discriminated union
-(``json.loads`` then validation costs more); its cost, measured in docs/performance.md, is small beside a
-delivery's. No cache: a hit would save it only when the same body comes back (fan-out, retries), while
-each entry could hold up to ``WEBHOOKS_MAX_EVENT_BYTES``.
+It runs once per distinct body in a batch (the gate's ``verdicts``: one event to a hundred endpoints is
+validated once), in one pass of pydantic's ``validate_json`` over the discriminated union; a retry, a
+``webhooks.deliver`` of its own, validates its body again. No cache across batches: each entry could hold up
+to ``WEBHOOKS_MAX_EVENT_BYTES``.
 
 It lives beside the gate rather than in the pipeline because half of it is the endpoint's (what it subscribes
 to, and the built-in operator endpoint's own rule, ``unsendable_to``); the body's validation is the event's,
@@ -35,28 +35,46 @@ __all__ = ["unsendable", "unsendable_to"]
 SHOWN_CHARS = 100
 
 
-def unsendable(endpoint: Endpoint, event_id: object, body: object) -> str | None:
-    """Why ``body`` must not be signed and sent to ``endpoint`` as event ``event_id``; None when it may."""
+#: What a batch learned of each distinct ``(event_id, body)``: the event's name, or why it is not one.
+Verdicts = dict[tuple[str, str], tuple[str | None, str | None]]
+
+
+def unsendable(endpoint: Endpoint, event_id: object, body: object, verdicts: Verdicts | None = None) -> str | None:
+    """Why ``body`` must not be signed and sent to ``endpoint`` as event ``event_id``; None when it may.
+
+    With ``verdicts`` (one batch's), a body met before in the batch is not validated again."""
+    if verdicts is not None and isinstance(event_id, str) and isinstance(body, str):
+        verdict = verdicts.get((event_id, body)) or verdicts.setdefault((event_id, body), _verdict(event_id, body))
+    else:
+        verdict = _verdict(event_id, body)
+    name, why = verdict
+    if name is None:
+        return why
+    if name not in endpoint.events:
+        return f"endpoint {endpoint.id!r} does not subscribe to {name!r} events"
+    return None
+
+
+def _verdict(event_id: object, body: object) -> tuple[str | None, str | None]:
+    """``(name, None)`` when ``body`` is a valid event ``event_id`` of this service, else ``(None, why)``."""
     if not isinstance(body, str):
-        return f"the body is a {type(body).__name__}, not an event's JSON"
+        return None, f"the body is a {type(body).__name__}, not an event's JSON"
     try:
         event = parse_event(body)
     except InvalidEventError as exc:
         problem = str(exc)
         shown = problem if len(problem) <= SHOWN_CHARS else problem[: SHOWN_CHARS - 3] + "..."
-        return f"the body is not an event this service publishes: {shown}"
+        return None, f"the body is not an event this service publishes: {shown}"
     if event.id != event_id:
-        return f"the body is not event {str(event_id)[:80]!r}"
-    if event.name not in endpoint.events:
-        return f"endpoint {endpoint.id!r} does not subscribe to {event.name!r} events"
-    return None
+        return None, f"the body is not event {str(event_id)[:80]!r}"
+    return event.name, None
 
 
-def unsendable_to(endpoint: Endpoint, event_id: str, body: str) -> str | None:
+def unsendable_to(endpoint: Endpoint, event_id: str, body: str, verdicts: Verdicts | None = None) -> str | None:
     """``unsendable`` for a delivery, and for the built-in operator endpoint its own rule: only a body
     ``Notice.body`` would write, byte for byte, for this id, is signed with the operator secret."""
     if endpoint.id != OPERATOR_ENDPOINT_ID:
-        return unsendable(endpoint, event_id, body)
+        return unsendable(endpoint, event_id, body, verdicts)
     try:
         event = json.loads(body)
         data = event["data"]

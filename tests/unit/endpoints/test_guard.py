@@ -15,7 +15,7 @@ from tests.unit.pipeline.test_tasks import BODY, URL, body
 from webhooks.catalog import sample_arguments
 from webhooks.endpoints.guard import unsendable
 from webhooks.errors import PermanentDeliveryError
-from webhooks.events import EVENT_NAMES
+from webhooks.events import EVENT_NAMES, parse_event
 from webhooks.log import Attempt, DeliveryLog, State
 from webhooks.ops.redelivery import redeliver
 from webhooks.pipeline import tasks
@@ -181,3 +181,15 @@ def test_a_batch_sends_its_real_events_and_refuses_the_forged_one(registry, log,
     assert [call.request.body for call in sent.calls] == [BODY.encode(), body(2).encode()]
     assert log.get("evt_9@crm").state is State.DROPPED
     assert enqueued == []  # a refused delivery is not retried
+
+
+def test_a_batch_validates_each_distinct_body_once_however_many_endpoints_it_goes_to(monkeypatch):
+    from webhooks.endpoints import guard
+
+    parsed = []
+    monkeypatch.setattr(guard, "parse_event", lambda body: parsed.append(body) or parse_event(body))
+    verdicts: guard.Verdicts = {}
+    others = [Endpoint(id=f"ep_{n}", url=URL, secret=ENDPOINT.secret, events=["all"]) for n in range(5)]
+    assert [unsendable(endpoint, "evt_1", BODY, verdicts) for endpoint in others] == [None] * 5
+    assert unsendable(ENDPOINT, "evt_9", BODY, verdicts) == "the body is not event 'evt_9'"
+    assert parsed == [BODY, BODY]  # once for evt_1's five endpoints, once as the (wrong) evt_9
