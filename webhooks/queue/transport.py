@@ -30,7 +30,7 @@ BRPOP waits BRPOP_TIMEOUT_SECONDS (a message pushed meanwhile is still taken at 
 can be past the timeout, or SWEEP_EVERY_SECONDS later if none waits: a dead worker's messages come back within
 a second of their timeout, for one command every SWEEP_EVERY_SECONDS when idle. kombu's sweep of stale binding
 tables (four commands a minute on each channel) runs every BINDING_SWEEP_SECONDS. For its first
-STARTING_SECONDS a channel's BRPOP waits a second: the queues a worker adds after start (its task queue, after
+STARTING_BRPOPS BRPOPs a channel waits a second each: the queues a worker adds after start (its task queue, after
 mingle's reply) are read only once the BRPOP waiting without them returns.
 """
 
@@ -61,9 +61,9 @@ __all__ = [
 #: Seconds a worker's BRPOP waits for a message before asking again (kombu's: 1). Below kombu's health check
 #: interval (25 s), so that redis-py sends no PING before each BRPOP.
 BRPOP_TIMEOUT_SECONDS = 20
-#: Seconds after a channel opens during which its BRPOP waits only a second: a worker adds its task queues to a
-#: BRPOP already waiting (mingle's reply queue, just after start), and they are read only once it returns.
-STARTING_SECONDS = 30.0
+#: A channel's first BRPOPs that wait only a second: a worker adds its task queues to a BRPOP already waiting
+#: (mingle's reply queue, just after start), and they are read only once it returns.
+STARTING_BRPOPS = 10
 #: Most seconds between two sweeps for messages unacknowledged past the visibility timeout, when none waits.
 SWEEP_EVERY_SECONDS = 15.0
 #: The oldest unacknowledged messages one sweep reads.
@@ -128,7 +128,7 @@ class Channel(kombu_redis.Channel):
     _next_binding_sweep = 0.0  # time.monotonic() of the next sweep of binding tables
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._opened_at = time.monotonic()
+        self._brpops = 0
         super().__init__(*args, **kwargs)
         with _unrecorded_lock:
             taken = _unrecorded[:]
@@ -137,7 +137,8 @@ class Channel(kombu_redis.Channel):
             self._put_back(taken)
 
     def _brpop_start(self, timeout: float | None = None) -> None:
-        if timeout is None and time.monotonic() - self._opened_at < STARTING_SECONDS:
+        self._brpops += 1
+        if timeout is None and self._brpops <= STARTING_BRPOPS:
             timeout = 1
         super()._brpop_start(timeout)  # type: ignore[misc]  # kombu's, not in its stubs
 
