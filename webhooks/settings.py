@@ -121,7 +121,7 @@ class Settings(BaseSettings):
         "deliveries go out at once, bounded by WEBHOOKS_MAX_IN_FLIGHT.",
     )
     max_in_flight: int = Field(
-        256,
+        512,
         ge=1,
         le=100_000,
         description="Most HTTP requests one worker process has in flight at once, over all its tasks and endpoints "
@@ -163,7 +163,7 @@ class Settings(BaseSettings):
         description="Seconds of nothing but failed attempts (at least 10) after which an endpoint is disabled.",
     )
     endpoint_concurrency: int = Field(
-        16,
+        32,
         ge=1,
         description="Most attempts in flight across all workers to an endpoint that times out; one answering in a "
         "tenth of the attempt deadline may have ten times as many (the cap bounds worker time, not requests).",
