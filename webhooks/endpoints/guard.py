@@ -43,11 +43,12 @@ def unsendable(endpoint: Endpoint, event_id: object, body: object, verdicts: Ver
     """Why ``body`` must not be signed and sent to ``endpoint`` as event ``event_id``; None when it may.
 
     With ``verdicts`` (one batch's), a body met before in the batch is not validated again."""
-    if verdicts is not None and isinstance(event_id, str) and isinstance(body, str):
-        verdict = verdicts.get((event_id, body)) or verdicts.setdefault((event_id, body), _verdict(event_id, body))
+    if verdicts is None or not isinstance(event_id, str) or not isinstance(body, str):
+        name, why = _verdict(event_id, body)
     else:
-        verdict = _verdict(event_id, body)
-    name, why = verdict
+        if (event_id, body) not in verdicts:
+            verdicts[event_id, body] = _verdict(event_id, body)
+        name, why = verdicts[event_id, body]
     if name is None:
         return why
     if name not in endpoint.events:

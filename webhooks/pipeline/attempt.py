@@ -1,9 +1,8 @@
 """A worker's side of one attempt: make it, decide what follows it, and write it down.
 
-Both delivery tasks use these: ``webhooks.deliver`` for one delivery, ``webhooks.deliver_many`` for
-several. ``attempts`` sends a whole batch at once on the process's event loop (``sender.py``) and
-``attempt`` is a batch of one; the delivery log and the log lines are written by ``record``, for any
-number of attempts in one round trip.
+Both delivery tasks use these (``batch.py``): ``Attempting`` sends a whole batch at once on the process's
+event loop (``sender.py``), and ``attempts`` waits for all of it; the delivery log and the log lines are
+written by ``record``, for any number of attempts in one round trip.
 """
 
 from __future__ import annotations
@@ -100,11 +99,6 @@ class FailedAttempt(RetryableDeliveryError):
 
 #: One delivery to attempt: its endpoint, event id, body (the exact text signed) and attempt number.
 Delivery = tuple[Endpoint, str, str, int]
-
-
-def attempt(settings: Settings, endpoint: Endpoint, event_id: str, body: str, number: int) -> Made:
-    """POST ``body`` to ``endpoint`` as attempt ``number``, signed now."""
-    return attempts(settings, [(endpoint, event_id, body, number)])[0]
 
 
 def attempts(settings: Settings, deliveries: Sequence[Delivery]) -> list[Made]:

@@ -40,7 +40,7 @@ from webhooks.endpoints import (
 )
 from webhooks.log import DeliveryLog, State
 from webhooks.pipeline.attempt import Attempting, Made, record, refusal
-from webhooks.pipeline.calls import DELIVER_TASK, deliveries_calls, delivery_call
+from webhooks.pipeline.calls import deliveries_calls, deliveries_in, delivery_call
 from webhooks.pipeline.drops import dropper
 from webhooks.pipeline.stragglers import HANDOFF_SECONDS, Stragglers
 from webhooks.queue import Queue, TaskCall
@@ -150,7 +150,7 @@ def settle(parts: Parts, ran: Ran) -> dict[str, int]:
     parts.queue.send_later([_retry(one) for one in made if one.state is State.RETRYING] + ran.later)
     parts.queue.send(ran.notices)
     counts = Counter(one.state.value for one in made)
-    waiting = sum(1 if call.name == DELIVER_TASK else len(call.args[0]) for call, _ in ran.later)
+    waiting = deliveries_in([call for call, _ in ran.later])
     for key, many in (("held", ran.held), ("waiting", waiting), ("handed_over", ran.handed_over)):
         if many:
             counts[key] = many

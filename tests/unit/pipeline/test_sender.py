@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 import pytest
 from celery.exceptions import SoftTimeLimitExceeded
 
-from webhooks.pipeline import attempt as attempt_module
 from webhooks.pipeline.attempt import attempts
 from webhooks.pipeline.http import Outcome
 from webhooks.pipeline.reasons import TIME_LIMIT_REASON
@@ -91,14 +90,14 @@ def test_an_unexpected_exception_fails_that_attempt_only(monkeypatch):
 
 
 def test_one_attempt_is_a_batch_of_one():
-    made = attempt_module.attempt(Settings(), endpoint("http://10.1.2.3/hook"), "evt_1", BODY.decode(), 2)
+    (made,) = attempts(Settings(), [(endpoint("http://10.1.2.3/hook"), "evt_1", BODY.decode(), 2)])
     assert (made.attempt.outcome, made.attempt.number, made.body) == ("drop", 2, BODY.decode())
 
 
 @pytest.mark.parametrize("standard", [True, False])
 def test_the_standard_webhooks_headers_follow_the_setting(standard):
-    made = attempt_module.attempt(
-        Settings(standard_headers=standard), endpoint("http://10.1.2.3/hook"), "evt_9", BODY.decode(), 1
+    (made,) = attempts(
+        Settings(standard_headers=standard), [(endpoint("http://10.1.2.3/hook"), "evt_9", BODY.decode(), 1)]
     )
     assert ("webhook-id" in made.attempt.request_headers) is standard
 
