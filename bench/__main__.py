@@ -39,12 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick", action="store_true", help="a tenth of the counts, once, I to 20 endpoints: checks the harness"
     )
-    parser.add_argument("--only", default=SCENARIOS, help="scenarios to run, e.g. AB (default all, A to J)")
+    parser.add_argument("--only", default=SCENARIOS, help="scenarios to run, e.g. AB (default all, A to L)")
     parser.add_argument(
         "--broker",
         choices=BROKERS,
         default="both",
-        help="Redis (every scenario), RabbitMQ (A, B, E and I; registry and log on Redis) or both (default)",
+        help="Redis (every scenario), RabbitMQ (A, B, E, I and L; registry and log on Redis) or both (default)",
     )
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="folder for results.md and .json")
     parser.add_argument("--values", type=Path, help=argparse.SUPPRESS)  # a RabbitMQ run's values, for its parent
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(args.only.upper()) - set(SCENARIOS)
     if unknown or min(args.repeat, args.spare) < 1 or not 0 < args.scale <= 1:
         parser.error(
-            f"--only takes letters A to J (got {args.only!r}); --repeat and --spare at least 1 (got {args.repeat} "
+            f"--only takes letters A to L (got {args.only!r}); --repeat and --spare at least 1 (got {args.repeat} "
             f"and {args.spare}); --scale above 0, at most 1 (got {args.scale})."
         )
     plan = Plan(

@@ -1,10 +1,11 @@
-"""``python -m bench.pages``: how long each settings page takes with 1,000 endpoints and 50,000 deliveries.
+"""``python -m bench.pages``: how long each settings page takes with 1,000 endpoints, 50,000 deliveries and
+10,000 tenants.
 
-It starts its own redis-server, fills a Redis registry and the delivery log (deliveries in every
-state, attempts with reasons and headers, as workers write them), signs in to the settings page
-and times every page through Flask's test client: the server's whole work (Redis round trips
-included), without a network or a browser. It prints a table and asserts nothing: the target is
-every page under 300 ms, and a person reads the figures.
+It starts its own redis-server, fills a Redis registry (each endpoint its own tenant's, among 10,000 tenants
+with records), the delivery log (deliveries in every state, attempts with reasons and headers, as workers
+write them), signs in to the settings page and times every page through Flask's test client: the server's
+whole work (Redis round trips included), without a network or a browser. It prints a table and asserts
+nothing: the target is every page under 300 ms, and a person reads the figures.
 """
 
 from __future__ import annotations
@@ -27,11 +28,13 @@ from webhooks.log import Attempt, AttemptRecord, DeliveryLog, FannedOut, State
 from webhooks.ops.web import create_app
 from webhooks.registry import Endpoint, RedisRegistry
 from webhooks.settings import Settings
+from webhooks.tenants import KEY_RECORD, KEY_RECORDS, new_tenant
 
 #: The target of issue 17: every page under this, with ENDPOINTS and DELIVERIES in the stores.
 TARGET_MS = 300
 ENDPOINTS = 1_000
 DELIVERIES = 50_000
+TENANTS = 10_000
 PASSWORD = "bench-pages-password"
 #: What the attempts recorded say, in turn (state, status, reason).
 OUTCOMES = (
@@ -45,21 +48,35 @@ OUTCOMES = (
 )
 
 
-def fill(client: redis.Redis, *, endpoints: int, deliveries: int) -> tuple[RedisRegistry, DeliveryLog, list[str]]:
-    """A registry of ``endpoints`` subscribed to everything and a log of ``deliveries``: one event per
-    kind in turn to every endpoint, with an attempt recorded for two in three of them."""
+def tenant_of(n: int) -> str:
+    """The tenant of endpoint ``n`` and of the ``n``-th tenant record."""
+    return f"ws_{n:05}"
+
+
+def fill(
+    client: redis.Redis, *, endpoints: int, deliveries: int, tenants: int
+) -> tuple[RedisRegistry, DeliveryLog, list[str]]:
+    """A registry of ``endpoints`` subscribed to everything, each its own tenant's, ``tenants`` tenant records,
+    and a log of ``deliveries``: one event per kind in turn to every endpoint, with an attempt recorded for two
+    in three of them."""
     registry = RedisRegistry(client)
     ids = [f"ep_bench{n:04}" for n in range(endpoints)]
     for n, endpoint_id in enumerate(ids):
         registry.save(
             Endpoint(
                 id=endpoint_id,
+                tenant=tenant_of(n),
                 url=f"https://receiver-{n}.example.com/hooks",
                 secret=f"whsec_bench_{n:04}_0123456789abcdef",
                 events=["all"],
                 description=f"Bench receiver {n}",
             )
         )
+    with client.pipeline(transaction=False) as pipe:
+        for n in range(tenants):
+            pipe.set(KEY_RECORD.format(tenant=tenant_of(n)), new_tenant(tenant_of(n)).model_dump_json())
+            pipe.zadd(KEY_RECORDS, {tenant_of(n): 0})
+        pipe.execute()
     log = DeliveryLog(client, max_records=deliveries)
     events = deliveries // endpoints
     now = datetime.now(UTC)
@@ -67,7 +84,9 @@ def fill(client: redis.Redis, *, endpoints: int, deliveries: int) -> tuple[Redis
         name = EVENT_NAMES[number % len(EVENT_NAMES)]
         event_id = f"evt_bench{number:05}"
         body = f'{{"id":"{event_id}","name":"{name}"}}'
-        log.enqueued([FannedOut(event_id, name, body, ids)])
+        log.enqueued(
+            [FannedOut(event_id, name, body, [endpoint_id], tenant_of(n)) for n, endpoint_id in enumerate(ids)]
+        )
         records = [
             _attempt_record(event_id, name, body, endpoint_id, n, now - timedelta(minutes=events - number))
             for n, endpoint_id in enumerate(ids)
@@ -95,7 +114,7 @@ def _attempt_record(event_id: str, name: str, body: str, endpoint_id: str, n: in
         },
         response_headers={"Content-Type": "application/json", "X-Request-Id": f"req_{n}"} if status else {},
     )
-    return AttemptRecord(event_id, endpoint_id, name, body, attempt, state)
+    return AttemptRecord(event_id, endpoint_id, name, body, attempt, state, tenant_of(n))
 
 
 def pages(ids: list[str], cursor: str) -> Iterator[tuple[str, str]]:
@@ -113,6 +132,10 @@ def pages(ids: list[str], cursor: str) -> Iterator[tuple[str, str]]:
     yield "deliveries, by delivery id", f"/deliveries?q={delivery}"
     yield "endpoint screen", f"/endpoints/{endpoint}"
     yield "a delivery", f"/deliveries/{delivery}"
+    yield "deliveries, one tenant", f"/deliveries?tenant={tenant_of(1)}"
+    yield "tenants, first page", "/tenants"
+    yield "tenants, page after ws_05000", "/tenants?after=ws_05000"
+    yield "tenants, search", "/tenants?q=ws_099"
     yield "event catalog", "/events"
     yield "test event preview", f"/endpoints/{endpoint}/test-event?event_name=company_created"
 
@@ -132,14 +155,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.pages", description=__doc__.splitlines()[0])
     parser.add_argument("--endpoints", type=int, default=ENDPOINTS)
     parser.add_argument("--deliveries", type=int, default=DELIVERIES)
+    parser.add_argument("--tenants", type=int, default=TENANTS)
     parser.add_argument("--repeat", type=int, default=20, help="requests per page (default 20)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-pages-") as workdir, harness(Path(workdir), receiver=False) as owned:
         url = owned.redis_url
         client = redis.Redis.from_url(url, decode_responses=True)
         started = time.perf_counter()
-        registry, log, ids = fill(client, endpoints=args.endpoints, deliveries=args.deliveries)
-        print(f"Filled {len(ids):,} endpoints and {len(log):,} deliveries in {time.perf_counter() - started:.0f} s.")
+        registry, log, ids = fill(client, endpoints=args.endpoints, deliveries=args.deliveries, tenants=args.tenants)
+        print(
+            f"Filled {len(ids):,} endpoints, {args.tenants:,} tenants and {len(log):,} deliveries "
+            f"in {time.perf_counter() - started:.0f} s."
+        )
         settings = Settings(
             registry="redis", redis_url=url, broker_url=url, admin_password=PASSWORD, secret_key="k" * 32
         )

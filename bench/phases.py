@@ -7,6 +7,7 @@ from collections.abc import Callable
 from bench.fanout import fanout_phase
 from bench.harness import Harness
 from bench.idle import idle_phase
+from bench.neighbour import neighbour_phase
 from bench.peers import naive_phase, raw_phase, tuned_phase
 from bench.scenarios import (
     Plan,
@@ -19,6 +20,7 @@ from bench.scenarios import (
     scale_out,
     waiting_retries,
 )
+from bench.tenants import tenant_fanout_phase
 
 __all__ = ["PHASES", "RABBITMQ_SCENARIOS", "run"]
 
@@ -31,16 +33,18 @@ PHASES: list[tuple[str, Callable[[Harness, Plan, Results], None]]] = [
     ("ABEF", tuned_phase),
     ("AB", raw_phase),
     ("I", fanout_phase),
+    ("L", neighbour_phase),
     ("DE", probed_phase),
     ("F", waiting_retries),
     ("G", scale_out),
+    ("K", tenant_fanout_phase),
     ("H", hanging_neighbour),  # last: should its clean-up miss a hanging attempt, no other figure pays for it
 ]
-#: The phases a run on RabbitMQ runs, for its A, B, E and I (the clients without a queue have no broker, and
+#: The phases a run on RabbitMQ runs, for its A, B, E, I and L (the clients without a queue have no broker, and
 #: their figures are the same; the rest is Redis's).
-RABBITMQ_PHASES = (naive_phase, ours_phase, tuned_phase, fanout_phase, probed_phase)
+RABBITMQ_PHASES = (naive_phase, ours_phase, tuned_phase, fanout_phase, neighbour_phase, probed_phase)
 #: The scenarios measured on RabbitMQ too.
-RABBITMQ_SCENARIOS = frozenset("ABEI")
+RABBITMQ_SCENARIOS = frozenset("ABEIL")
 
 
 def run(harness: Harness, plan: Plan, progress: Callable[[str], None]) -> Results:

@@ -56,8 +56,9 @@ HANGING_DELAY_MS = 60_000
 HANGING_RELEASE_SECONDS = 120
 
 
-#: Every scenario, by its letter: I is one event (and five) to many endpoints, J the idle cost.
-SCENARIOS = "ABCDEFGHIJ"
+#: Every scenario, by its letter: I is one event (and five) to many endpoints, J the idle cost, K one tenant's
+#: fan-out among 10,000 (``bench/tenants.py``), L the noisy neighbour (``bench/neighbour.py``).
+SCENARIOS = "ABCDEFGHIJKL"
 
 
 @dataclass
@@ -247,7 +248,10 @@ def fanout_floors(harness: Harness, plan: Plan, results: Results) -> None:
     task = naive_app(harness).tasks["naive.deliver"]
     url = harness.endpoint_url("fanout")
     ((event_id, body),) = bodies(1)
-    calls = [("webhooks.deliver", (f"bench{n}", event_id, body), repr((f"bench{n}", event_id))) for n in range(1000)]
+    mac = "0" * 64  # the size of a task MAC: the floor pushes messages as large as ours
+    calls = [
+        ("webhooks.deliver", (f"bench{n}", event_id, body, mac), repr((f"bench{n}", event_id))) for n in range(1000)
+    ]
     messages = celery_messages(harness, calls)
     scratch = harness.redis(SCRATCH_DB)
     for _ in range(plan.repeat):

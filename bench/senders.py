@@ -63,12 +63,18 @@ def broker_url(harness: Harness, sender: str) -> str:
     return harness.rabbitmq_urls.get(sender) or redis_url(harness, {"ours": OURS_DB, **PEER_DBS}[sender])
 
 
+#: Our workers' and this process's service key: set, so that emptying the store between measurements does not
+#: give workers started later a newly generated key under which this process's published events are forged.
+SERVICE_KEY = "benchmark-service-key-0123456789abcdef"
+
+
 def ours_settings(harness: Harness, **overrides: str) -> dict[str, str]:
     """Our workers' WEBHOOKS_* variables: production defaults, pointed at the benchmark's Redis."""
     settings = {
         "BROKER_URL": broker_url(harness, "ours"),
         "REDIS_URL": redis_url(harness, STORE_DB),
         "REGISTRY": "redis",
+        "SERVICE_KEY": SERVICE_KEY,
         "ALLOW_PRIVATE_NETWORKS": GUARD_ALLOWING_LOOPBACK,
         **overrides,
     }

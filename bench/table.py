@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from bench.fanout import EVENTS, fanout_key
+from bench.neighbour import neighbour_rows
 from bench.report import PUBLISHED_BATCH, PUBLISHED_ONE, Row
 from bench.scenarios import SCALE_OUT, Results
 from bench.targets import RABBITMQ, target_for
@@ -227,6 +228,10 @@ def rows(results: Results) -> Iterator[Row]:
             f"(WEBHOOKS_ENDPOINT_CONCURRENCY={get_settings().endpoint_concurrency}), {attempts:.0f} attempts received"
         )
     row("H", h, "H", "deliveries/s", True, batch, "alone", label="the same endpoint alone", note="; ".join(h_notes))
+    k = "one tenant's fan-out of one event to its 10 endpoints, 10,000 tenants in the registry"
+    alone = "the same tenant alone in the registry"
+    row("K", f"p50, {k}", "K p50", "ms", False, "fan_out()", "alone", label=alone)
+    row("K", f"p99, {k}", "K p99", "ms", False, "fan_out()", "alone", label=alone)
     for processes in (1, 2):
         workers = f"{processes} idle worker process{'es' if processes > 1 else ''}"
         how = "counted with MONITOR (Lua scripts' commands included)"
@@ -234,6 +239,7 @@ def rows(results: Results) -> Iterator[Row]:
         how = "counted with INFO commandstats"
         key = f"J {processes} commandstats"
         row("J", f"Redis commands a minute, {workers}", key, "commands", False, "no events", note=how)
+    neighbour_rows(results, row, on_rabbitmq)
     return iter(made)
 
 

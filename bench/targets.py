@@ -17,7 +17,7 @@ __all__ = ["TARGETS", "Target", "target_for", "unmeasured", "verdicts"]
 #: What the measures of the run on RabbitMQ are prefixed with in the results.
 RABBITMQ = "RabbitMQ "
 #: The baselines whose targets hold on RabbitMQ too, against the same peer on RabbitMQ.
-ON_RABBITMQ_TOO = frozenset({"tuned", "tuned delay"})
+ON_RABBITMQ_TOO = frozenset({"tuned", "tuned delay", "B alone"})
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,9 @@ TARGETS: tuple[Target, ...] = (
     Target("D", "naive", "≥ 8x the naive sender's loop", ratio=8.0),
     Target("H", "alone", "≥ 0.90x the endpoint alone", ratio=0.9),
     Target("H workers CPU", "alone", "≤ 1.1x the endpoint alone", ratio=1 / 1.1),
+    Target("K p99", "alone", "≤ 1.5x the tenant alone in the registry", ratio=1 / 1.5),
+    Target("L p50", "B alone", "≤ 2x tenant B's alone", ratio=1 / 2),
+    Target("L p99", "B alone", "≤ 3x tenant B's alone", ratio=1 / 3),
 )
 
 

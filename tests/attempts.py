@@ -6,7 +6,14 @@ from webhooks.log import Attempt, AttemptRecord, DeliveryLog, State
 
 
 def write_attempt(
-    log: DeliveryLog, event_id: str, endpoint_id: str, body: str, event_name: str, attempt: Attempt, state: State
+    log: DeliveryLog,
+    event_id: str,
+    endpoint_id: str,
+    body: str,
+    event_name: str,
+    attempt: Attempt,
+    state: State,
+    tenant: str | None = None,
 ) -> None:
-    """Store one attempt and the state it led to, as a delivery task records it."""
-    log.record_attempts([AttemptRecord(event_id, endpoint_id, event_name, body, attempt, state)])
+    """Store one attempt and the state it led to, as a delivery task records it (to an endpoint of ``tenant``)."""
+    log.record_attempts([AttemptRecord(event_id, endpoint_id, event_name, body, attempt, state, tenant)])

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import fakeredis
 import pytest
 
-from webhooks.pipeline.calls import FANOUT_INBOX_TASK, FANOUT_MANY_TASK
+from webhooks.pipeline.calls import FANOUT_INBOX_TASK, FANOUT_MANY_TASK, Published, published
 from webhooks.queue import Inbox, RedisQueue, TaskCall
 from webhooks.queue.inbox import KEY_INBOX
 from webhooks.queue.waiting import KEY_WAITING
@@ -20,6 +20,8 @@ for _name in [name for name in os.environ if name.startswith("WEBHOOKS_")]:
     del os.environ[_name]
 os.environ["WEBHOOKS_BROKER_URL"] = "memory://"
 os.environ["WEBHOOKS_REGISTRY"] = os.path.join(os.path.dirname(__file__), "data", "no-such-registry.yaml")
+#: One service key for every test: publishers and the tasks cache the task MACs once per process.
+os.environ["WEBHOOKS_SERVICE_KEY"] = "tests-service-key-0123456789abcdef"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,11 +46,11 @@ class Enqueued:
         ]
         return [call for call in now + later if call.name != FANOUT_INBOX_TASK]
 
-    def events(self) -> list[tuple[str, str, str]]:
+    def events(self) -> list[Published]:
         """The events published: those in the inbox, then those in ``fanout_many`` tasks."""
-        waiting = [tuple(json.loads(entry)) for entry in self.client.lrange(KEY_INBOX, 0, -1)]
-        batched = [tuple(event) for call in self.calls() if call.name == FANOUT_MANY_TASK for event in call.args[0]]
-        return waiting + batched  # type: ignore[return-value]
+        waiting = [json.loads(entry) for entry in self.client.lrange(KEY_INBOX, 0, -1)]
+        batched = [event for call in self.calls() if call.name == FANOUT_MANY_TASK for event in call.args[0]]
+        return [published(event, "unnamed") for event in waiting + batched]
 
     def __iter__(self) -> Iterator[Sent]:
         return iter(self.calls())

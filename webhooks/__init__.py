@@ -18,7 +18,9 @@ from webhooks.errors import (
     EndpointNotFoundError,
     InvalidEndpointError,
     InvalidEventError,
+    InvalidTenantError,
     PermanentDeliveryError,
+    PortalLinkError,
     PublishError,
     ReadOnlyRegistryError,
     RedeliveryError,
@@ -26,9 +28,12 @@ from webhooks.errors import (
     RegistryUnavailableError,
     RetryableDeliveryError,
     SignatureError,
+    TenantError,
+    TenantNotFoundError,
     WebhooksError,
 )
 from webhooks.events import EVENT_NAMES
+from webhooks.portal import portal_link
 from webhooks.publish import publish_event, publish_events
 from webhooks.receiver import verify_request
 from webhooks.settings import Settings, get_settings
@@ -45,6 +50,8 @@ __all__ = [
     "sign",
     "verify",
     "verify_request",
+    # A tenant's portal
+    "portal_link",
     # Configuration
     "Settings",
     "get_settings",
@@ -57,7 +64,9 @@ __all__ = [
     "EndpointNotFoundError",
     "InvalidEndpointError",
     "InvalidEventError",
+    "InvalidTenantError",
     "PermanentDeliveryError",
+    "PortalLinkError",
     "PublishError",
     "ReadOnlyRegistryError",
     "RedeliveryError",
@@ -65,6 +74,8 @@ __all__ = [
     "RegistryUnavailableError",
     "RetryableDeliveryError",
     "SignatureError",
+    "TenantError",
+    "TenantNotFoundError",
     "WebhooksError",
     "__version__",
 ]

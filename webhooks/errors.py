@@ -12,10 +12,14 @@ The tree::
     │   ├── InvalidEndpointError (ValueError)  a URL, event name or other endpoint field is invalid
     │   ├── ReadOnlyRegistryError       the registry (YAML) cannot be written
     │   └── RegistryUnavailableError    the registry's Redis cannot be reached: tasks retry
+    ├── TenantError                     a tenant operation was refused
+    │   ├── TenantNotFoundError         no tenant has that id (no record and no endpoints)
+    │   └── InvalidTenantError (ValueError)  a tenant id, rate limit or other field is invalid
     ├── SignatureError (ValueError)     verify() rejected a signature header
     ├── DeliveryLogError                the delivery log's Redis cannot be reached
     │   └── DeliveryNotFoundError       no delivery has that id (or it expired)
     ├── RedeliveryError                 a delivery cannot be sent again as asked
+    ├── PortalLinkError                 a tenant's portal link is expired, used, or not this service's
     └── DeliveryError                   one delivery attempt did not succeed
         ├── RetryableDeliveryError      non-2xx, 3xx or no response: Celery retries it
         └── PermanentDeliveryError      endpoint gone, disabled or unsafe: never retried
@@ -74,6 +78,22 @@ class RegistryUnavailableError(RegistryError):
     """Raised when the Redis holding the registry does not answer; Celery retries the task that met it."""
 
 
+class TenantError(WebhooksError):
+    """Raised when a tenant operation is refused."""
+
+
+class TenantNotFoundError(TenantError):
+    """Raised when no tenant has the given id: it has neither a record nor endpoints."""
+
+    def __init__(self, tenant: str) -> None:
+        super().__init__(f"Tenant {tenant!r} does not exist: it has no record and no endpoints.")
+        self.tenant = tenant
+
+
+class InvalidTenantError(TenantError, ValueError):
+    """Raised when a tenant would get an invalid id, rate limit or description; nothing is written."""
+
+
 class SignatureError(WebhooksError, ValueError):
     """Raised by verify() when a signature header is malformed, stale or does not match.
 
@@ -101,6 +121,10 @@ class DeliveryNotFoundError(DeliveryLogError):
 
 class RedeliveryError(WebhooksError):
     """Raised when a delivery cannot be sent again as asked (it was delivered, or is still being attempted)."""
+
+
+class PortalLinkError(WebhooksError):
+    """Raised when a portal link cannot open a session: expired, used already, changed, or signed with another key."""
 
 
 class DeliveryError(WebhooksError):

@@ -11,8 +11,10 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
+import redis
 from celery import Celery
 from kombu.exceptions import OperationalError
 from kombu.utils.url import maybe_sanitize_url
@@ -21,20 +23,27 @@ from webhooks.catalog import checked_test_fields
 from webhooks.errors import DeliveryLogError, InvalidEventError, PublishError
 from webhooks.events import Company, Event, Relationship, User, build_event, serialize
 from webhooks.log import DeliveryLog, FannedOut
-from webhooks.pipeline.calls import delivery_call, fanout_calls, inbox_fanout_call
+from webhooks.pipeline.calls import Published, delivery_call, fanout_calls, inbox_fanout_call
 from webhooks.queue import inbox_for, queue_for
 from webhooks.samples import sample_event_kwargs
 from webhooks.settings import get_settings
+from webhooks.store import location, store_client
+from webhooks.task_mac import TaskMac
+from webhooks.tenancy import check_tenant_id
+
+if TYPE_CHECKING:
+    from webhooks.registry import Endpoint
 
 logger = logging.getLogger("webhooks.publish")
 
 #: The keys an event mapping given to publish_events() may have: publish_event's arguments.
-EVENT_FIELDS = frozenset({"name", "user", "company", "relationship", "properties", "occurred_at", "event_id"})
+EVENT_FIELDS = frozenset({"name", "tenant", "user", "company", "relationship", "properties", "occurred_at", "event_id"})
 
 
 def publish_event(
     name: str,
     *,
+    tenant: str | None = None,
     user: User | Mapping[str, Any] | None = None,
     company: Company | Mapping[str, Any] | None = None,
     relationship: Relationship | Mapping[str, Any] | None = None,
@@ -42,12 +51,14 @@ def publish_event(
     occurred_at: datetime | str | None = None,
     event_id: str | None = None,
 ) -> str:
-    """Publish one event to every subscribed endpoint and return its id.
+    """Publish one event to every endpoint of ``tenant`` subscribed to it, and return its id.
 
-    The body is serialized here, once: workers sign and send these exact bytes, so every
-    receiver and every retry sees the same payload. Raises InvalidEventError (nothing is
-    enqueued) or PublishError when the broker cannot be reached within a few seconds.
+    ``tenant`` is the host application's account the event belongs to (None: ``WEBHOOKS_DEFAULT_TENANT``); it
+    chooses the endpoints and is not part of the body. The body is serialized here, once: workers sign and send
+    these exact bytes, so every receiver and every retry sees the same payload. Raises InvalidEventError (nothing
+    is enqueued) or PublishError when the broker cannot be reached within a few seconds.
     """
+    owner = _tenant(tenant)
     event = build_event(
         name,
         user=user,
@@ -60,27 +71,28 @@ def publish_event(
     )
     body = serialize(event, max_bytes=get_settings().max_event_bytes).decode("utf-8")
     with _broker(f"Event {event.id} was not published") as app:
-        _publish(app, [(event.name, event.id, body)])
+        _publish(app, [Published(event.name, event.id, body, owner)])
     return event.id
 
 
 def publish_events(events: Iterable[Mapping[str, Any]]) -> list[str]:
     """Publish many events at once (a host application's import or nightly sync); return their ids in order.
 
-    Each mapping holds publish_event's arguments, ``name`` included. All are validated before any is
-    enqueued, and all are enqueued in one push: either every event is published or none is.
+    Each mapping holds publish_event's arguments, ``name`` included (and ``tenant``: events of many tenants may
+    share a batch). All are validated before any is enqueued, and all are enqueued in one push: either every
+    event is published or none is.
     """
     now = datetime.now(UTC)
     built = [_build(position, fields, now) for position, fields in enumerate(events)]
     limit = get_settings().max_event_bytes
-    bodies = [(event.name, event.id, serialize(event, max_bytes=limit).decode("utf-8")) for event in built]
+    bodies = [Published(e.name, e.id, serialize(e, max_bytes=limit).decode("utf-8"), owner) for e, owner in built]
     with _broker(f"None of the {len(built)} events was published") as app:
         _publish(app, bodies)
-    return [event.id for event in built]
+    return [event.id for event, _ in built]
 
 
 def send_test_event(
-    endpoint_id: str, name: str, fields: str | Mapping[str, Any] | None = None, *, log: DeliveryLog | None = None
+    endpoint: Endpoint, name: str, fields: str | Mapping[str, Any] | None = None, *, log: DeliveryLog | None = None
 ) -> str:
     """Send a ``name`` event to one endpoint only, through the normal delivery task; return its id.
 
@@ -95,21 +107,23 @@ def send_test_event(
     body = serialize(event, max_bytes=get_settings().max_event_bytes).decode("utf-8")
     if log is not None:
         try:
-            log.enqueued([FannedOut(event.id, name, body, [endpoint_id])])
+            log.enqueued([FannedOut(event.id, name, body, [endpoint.id], endpoint.tenant)])
         except DeliveryLogError as exc:
             logger.warning("%s Test event %s is sent but not listed as pending.", exc, event.id)
-    enqueue_delivery(endpoint_id, event.id, body)
+    enqueue_delivery(endpoint.id, event.id, body)
     return event.id
 
 
 def enqueue_delivery(endpoint_id: str, event_id: str, body: str) -> None:
     """Enqueue one ``webhooks.deliver`` of ``body`` to one endpoint (test events, redeliveries)."""
     with _broker(f"Event {event_id} was not enqueued for {endpoint_id!r}") as app:
-        queue_for(app).send([delivery_call(endpoint_id, event_id, body)])
+        queue_for(app).send([delivery_call(*_macs().tied(endpoint_id, event_id, body))])
 
 
-def _publish(app: Celery, events: Sequence[tuple[str, str, str]]) -> None:
-    """Hand events ``(name, id, body)`` to their fan-out: all of them or (an error) none."""
+def _publish(app: Celery, events: Sequence[Published]) -> None:
+    """Hand events to their fan-out, each with its MAC: all of them or (an error) none."""
+    macs = _macs()
+    events = [event._replace(mac=macs.event(event.name, event.event_id, event.body, event.tenant)) for event in events]
     inbox = inbox_for(app)
     if inbox is not None and len(events) == 1:
         inbox.append(events[0], inbox_fanout_call())
@@ -117,7 +131,18 @@ def _publish(app: Celery, events: Sequence[tuple[str, str, str]]) -> None:
         queue_for(app).send(fanout_calls(events))
 
 
-def _build(position: int, fields: Mapping[str, Any], now: datetime) -> Event:
+def _tenant(tenant: str | None) -> str:
+    """``tenant``, checked, or the default one; InvalidEventError saying what is wrong with it."""
+    if tenant is None:
+        return get_settings().default_tenant
+    try:
+        return check_tenant_id(tenant)
+    except ValueError as exc:
+        raise InvalidEventError(str(exc)) from None
+
+
+def _build(position: int, fields: Mapping[str, Any], now: datetime) -> tuple[Event, str]:
+    """The event at ``position`` of a batch, and its tenant."""
     where = f"The event at index {position}"
     if not isinstance(fields, Mapping):
         raise InvalidEventError(f"{where} is a {type(fields).__name__}, not a mapping of publish_event's arguments.")
@@ -126,15 +151,29 @@ def _build(position: int, fields: Mapping[str, Any], now: datetime) -> Event:
         raise InvalidEventError(f"{where} has unknown keys {unknown}; the keys are publish_event's arguments.")
     if "name" not in fields:
         raise InvalidEventError(f"{where} has no name.")
+    arguments = dict(fields)
     try:
-        return build_event(**fields, now=now)
+        owner = _tenant(arguments.pop("tenant", None))
+        return build_event(**arguments, now=now), owner
     except InvalidEventError as exc:
         raise InvalidEventError(f"{where} is invalid, so none was published: {exc}") from None
 
 
+def _macs() -> TaskMac:
+    """This process's task MACs: the service key is read from the store once per store client."""
+    settings = get_settings()
+    return _macs_in(store_client(settings))
+
+
+@lru_cache(maxsize=4)
+def _macs_in(store: redis.Redis) -> TaskMac:
+    return TaskMac.for_settings(get_settings(), store)
+
+
 @contextmanager
 def _broker(failure: str) -> Iterator[Celery]:
-    """The Celery app, with an unreachable broker reported as PublishError (``failure``, then why)."""
+    """The Celery app, with an unreachable broker (or store, which holds the service key) reported as
+    PublishError (``failure``, then why)."""
     from webhooks.celery_app import app  # the Celery app is built on first publish, not at import
 
     try:
@@ -142,3 +181,8 @@ def _broker(failure: str) -> Iterator[Celery]:
     except OperationalError as exc:
         broker = maybe_sanitize_url(app.conf.broker_url)
         raise PublishError(f"{failure}: the broker at {broker} cannot be reached ({exc}).") from None
+    except redis.RedisError as exc:
+        settings = get_settings()
+        what = "broker" if settings.store_url == settings.broker_url else "store"  # one Redis: the broker's name
+        store = location(store_client(settings))
+        raise PublishError(f"{failure}: the {what} at {store} cannot be reached ({exc}).") from None

@@ -10,17 +10,27 @@ import ipaddress
 import logging
 import math
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from kombu.utils.url import maybe_sanitize_url
-from pydantic import BeforeValidator, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import ErrorDetails
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from webhooks.errors import ConfigurationError
+from webhooks.tenancy import DEFAULT_TENANT, check_tenant_id
 from webhooks.variables import unknown_variables
 
 logger = logging.getLogger("webhooks.settings")
@@ -72,6 +82,28 @@ def _private_networks(value: object) -> object:
                     "give true, false or a comma-separated list of ranges."
                 ) from None
         return tuple(networks)
+    return value
+
+
+#: An origin that may frame the portal: ``https://app.example.com``, a port, or ``*.`` before the host.
+_ORIGIN = re.compile(
+    r"^https?://(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*(:\d{1,5})?$"
+)
+
+
+def _origins(value: object) -> object:
+    """``https://app.example.com,https://admin.example.com`` as a tuple of origins, each checked."""
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if isinstance(value, list | tuple):
+        for origin in value:
+            if not isinstance(origin, str) or not _ORIGIN.fullmatch(origin):
+                raise ValueError(
+                    f"{str(origin)!r} is not an origin that may frame the portal; write each as a scheme and a host, "
+                    "with a port if not the default, and no path: https://app.example.com or "
+                    "https://*.example.com:8443."
+                )
+        return tuple(value)
     return value
 
 
@@ -136,7 +168,29 @@ class Settings(BaseSettings):
         7 * 24 * 3600, ge=60, description="Seconds a delivery stays in the delivery log after its last attempt."
     )
     delivery_log_max_records: int = Field(
-        50_000, ge=100, description="Most deliveries the log keeps; the oldest are deleted beyond it."
+        50_000,
+        ge=100,
+        description="Most deliveries the log keeps per tenant; that tenant's oldest are deleted beyond it.",
+    )
+    default_tenant: Annotated[str, AfterValidator(check_tenant_id)] = Field(
+        DEFAULT_TENANT,
+        description="The tenant of events published and endpoints added without one (a single-account install's).",
+    )
+    accept_untied_fanouts: bool = Field(
+        False,
+        description="During an upgrade from a release without task MACs: fan out a `publish_events()` batch that "
+        "has none (validated as events) instead of dropping it. Anyone who can send tasks can then have events "
+        "of their making sent: unset it once the release before's publishers are gone and their batches done.",
+    )
+    max_endpoints_per_tenant: int = Field(
+        1000, ge=1, le=100_000, description="Most endpoints one tenant may have; adding one more is refused."
+    )
+    tenant_queued_batches: int = Field(
+        4,
+        ge=1,
+        le=10_000,
+        description="Most delivery batches (of up to 100 deliveries) of one tenant queued or running at once; its "
+        "further batches wait in the store, so another tenant's event never waits behind a whole backlog.",
     )
     log_format: Literal["kv", "json"] = Field(
         "kv", description="Worker log lines as `key=value` text (`kv`) or one JSON object per line (`json`)."
@@ -149,6 +203,12 @@ class Settings(BaseSettings):
     )
     insecure_cookies: bool = Field(
         False, description="Send the settings page's cookie over plain HTTP too (local development only)."
+    )
+    portal_frame_ancestors: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_origins)] = Field(
+        (),
+        description="Origins whose pages may show tenants' portals in an iframe, comma-separated "
+        "(`https://app.example.com`); unset: no page may frame them. Set, the portal's cookies are `Secure` and "
+        "`SameSite=None` so they work in the iframe.",
     )
     trusted_proxies: int = Field(
         0,
@@ -207,6 +267,11 @@ class Settings(BaseSettings):
     )
     admin_password: SecretStr | None = Field(None, description="The operator's password for the settings page.")
     secret_key: SecretStr | None = Field(None, description="Key that signs the settings page's session cookies.")
+    service_key: SecretStr | None = Field(
+        None,
+        description="Key that publishers, workers and the settings page share (never Flower): it ties delivery "
+        "tasks to a publish and signs portal links. Unset: one generated once and kept in the store.",
+    )
 
     @field_validator("admin_password")
     @classmethod
@@ -229,6 +294,11 @@ class Settings(BaseSettings):
     @classmethod
     def _key_is_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
         return _long_enough(value, MIN_SECRET_KEY_LENGTH, "The session key")
+
+    @field_validator("service_key")
+    @classmethod
+    def _service_key_is_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        return _long_enough(value, MIN_SECRET_KEY_LENGTH, "The service key")
 
     @property
     def store_url(self) -> str:

@@ -292,6 +292,8 @@ def start_worker(tmp_path: Path) -> Iterator[Any]:
     yield start
     for worker in workers:
         worker.stop()
+        # pytest shows this only when the test fails: what each worker last said.
+        print(f"--- {worker.log_path.name}, last 40 lines ---", *worker.output().splitlines()[-40:], sep="\n")
 
 
 PUBLISHER = textwrap.dedent(

@@ -48,7 +48,7 @@ def test_the_quick_benchmark_fills_every_row_and_stops_what_it_started(tmp_path)
     assert completed.returncode == 0, completed.stderr[-3000:]
     document = json.loads((tmp_path / "results.json").read_text())
     rows = document["rows"]
-    assert sorted({row["scenario"] for row in rows}) == list("ABCDEFGHIJ")
+    assert sorted({row["scenario"] for row in rows}) == list("ABCDEFGHIJKL")
     for row in rows:
         assert all(value > 0 for value in row["ours"]["values"]), row
         assert row["published"], row
@@ -60,7 +60,7 @@ def test_the_quick_benchmark_fills_every_row_and_stops_what_it_started(tmp_path)
             senders = 2 if row["baseline"] else 1  # ours, and the baseline's where it counted arrivals
             for counted in counts.values():
                 assert re.fullmatch(rf"ours 0(, \w+ 0){{{senders - 1}}}", counted), row
-    assert {row["scenario"] for row in rows if row["measure"].endswith(", RabbitMQ")} == set("ABEI")
+    assert {row["scenario"] for row in rows if row["measure"].endswith(", RabbitMQ")} == set("ABEIL")
     baselines = {row["baseline"] for row in rows if row["scenario"] == "A"}
     assert any(b.startswith("physical limit") for b in baselines) and any(b.startswith("tuned") for b in baselines)
     fanout = [row for row in rows if row["measure"].startswith("one event to 20 endpoints")]

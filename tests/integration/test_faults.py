@@ -108,7 +108,8 @@ def test_a_batch_outlasts_an_outage_of_the_store_longer_than_any_retry_limit(
     path = f"/store-outage-{uuid4().hex[:8]}"
     store = own_redis_server("--appendonly", "yes", "--appendfsync", "always")
     RedisRegistry(redis.Redis.from_url(store.url, decode_responses=True)).add(receiver.url(path), ["user_created"])
-    env = service_env(redis_server, "redis", redis_url=store.url)
+    # The service key set, as production sets it: a publisher with a generated one reads it from the store first.
+    env = service_env(redis_server, "redis", redis_url=store.url, service_key="store-outage-service-key-0123456789ab")
     worker = start_worker(env)
     store.crash()
     ids = publish(env, [("user_created", sample_event_kwargs("user_created"))] * 5, batch=True)

@@ -53,19 +53,42 @@ WORKER_SIDE = (
 HOST_DB = 7
 
 
-def test_publishing_from_a_host_process_imports_no_worker_module(redis_server, tmp_path):
+def run_host(redis_server, tmp_path, script: str) -> dict:
+    """Run ``script`` as a host application's process (its own database) and return what it printed."""
     url = f"redis://127.0.0.1:{redis_server.port}/{HOST_DB}"
     env = service_env(redis_server, write_registry(tmp_path / "endpoints.yaml", []), broker_url=url)
     try:
         completed = subprocess.run(
-            [sys.executable, "-c", HOST], env=env, capture_output=True, text=True, timeout=60, check=False
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60, check=False
         )
     finally:
         redis.Redis.from_url(url).flushdb()
     assert completed.returncode == 0, completed.stderr
-    result = json.loads(completed.stdout)
+    return json.loads(completed.stdout)
+
+
+def test_publishing_from_a_host_process_imports_no_worker_module(redis_server, tmp_path):
+    result = run_host(redis_server, tmp_path, HOST)
     assert len(result["ids"]) == 2  # both were published: the imports below are those of a real publish
     assert "webhooks.celery_app" in result["modules"]
     modules = result["modules"]
     worker_side = [name for name in modules if any(name == m or name.startswith(m + ".") for m in WORKER_SIDE)]
     assert worker_side == []
+
+
+#: Mints a portal link as a host application's settings view does, then lists what the process imported.
+MINT = textwrap.dedent(
+    """
+    import json, sys
+    import webhooks
+    link = webhooks.portal_link("acme", base_url="https://hooks.example.com")
+    print(json.dumps({"link": link, "modules": sorted(sys.modules)}))
+    """
+)
+
+
+def test_minting_a_portal_link_imports_no_web_framework(redis_server, tmp_path):
+    result = run_host(redis_server, tmp_path, MINT)
+    assert result["link"].startswith("https://hooks.example.com/portal/start/p1.")
+    web = [name for name in result["modules"] if name.split(".")[0] in ("flask", "flask_wtf", "werkzeug", "jinja2")]
+    assert web == [] and not any(name.startswith("webhooks.ops") for name in result["modules"])

@@ -94,7 +94,9 @@ def test_an_operator_manages_an_endpoint_in_the_browser(site, browser, receiver)
     page.click("button:has-text('Disable')")
     page.wait_for_selector("text=Delivery disabled")
     (event_id,) = publish(env, [("user_created", sample_event_kwargs("user_created"))])
-    wait_until(lambda: f"fanout event={event_id} name=user_created endpoints=1" in worker.output(), timeout=30)
+    wait_until(
+        lambda: f"fanout event={event_id} name=user_created tenant=default endpoints=1" in worker.output(), timeout=30
+    )
     assert all(json.loads(request.body)["id"] != event_id for request in receiver.requests("/browser"))
 
     def held_choice_shown() -> bool:  # the disabled endpoint's delivery is held, and the page offers the choice

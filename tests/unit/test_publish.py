@@ -8,14 +8,17 @@ from webhooks import InvalidEventError, publish_event, publish_events
 from webhooks.pipeline.calls import EVENTS_PER_FANOUT
 from webhooks.publish import send_test_event
 from webhooks.queue.inbox import KEY_INBOX
+from webhooks.registry import Endpoint
 from webhooks.samples import sample_event_kwargs
 from webhooks.settings import get_settings
+
+CRM = Endpoint(id="crm", url="https://crm.example.com/", secret="whsec_crm_0123456789abcdef", events=["all"])
 
 
 def test_publish_serializes_once_into_the_inbox_as_a_batch_of_one(enqueued, redis_queue):
     event_id = publish_event("user_created", **sample_event_kwargs("user_created"))
-    ((name, queued_id, body),) = [json.loads(entry) for entry in redis_queue.client.lrange(KEY_INBOX, 0, -1)]
-    assert (name, queued_id) == ("user_created", event_id)
+    ((name, queued_id, body, tenant, _),) = [json.loads(entry) for entry in redis_queue.client.lrange(KEY_INBOX, 0, -1)]
+    assert (name, queued_id, tenant) == ("user_created", event_id, "default")
     assert json.loads(body)["id"] == event_id
     assert ", " not in body and ": " not in body  # compact
     assert enqueued.calls() == []  # its fan-out is the inbox's (tests/unit/queue/test_inbox.py)
@@ -38,8 +41,8 @@ def test_publish_events_batches_fanouts_and_keeps_the_order_of_ids(enqueued):
     assert len(set(ids)) == len(events) and ids[5] == "evt_fifth"
     first, second = enqueued
     assert (first.name, len(first.args[0]), len(second.args[0])) == ("webhooks.fanout_many", EVENTS_PER_FANOUT, 1)
-    assert [event_id for _, event_id, _ in first.args[0] + second.args[0]] == ids
-    assert all(json.loads(body)["id"] == event_id for _, event_id, body in first.args[0])
+    assert [event_id for _, event_id, *_ in first.args[0] + second.args[0]] == ids
+    assert all(json.loads(body)["id"] == event_id for _, event_id, body, *_ in first.args[0])
     assert first.argsrepr.startswith("[('user_created', ") and "signed_up_at" not in first.argsrepr
 
 
@@ -95,7 +98,7 @@ def test_one_event_over_the_size_limit_stops_the_whole_batch(enqueued):
 def test_an_event_just_under_the_limit_is_published(enqueued):
     limit = get_settings().max_event_bytes
     assert publish_event("user_created", **oversized(limit - 1000))
-    ((_, _, body),) = enqueued.events()
+    ((_, _, body, *_),) = enqueued.events()
     assert len(body.encode()) <= limit
 
 
@@ -111,12 +114,37 @@ def test_deeply_nested_properties_are_refused_in_a_sentence_not_a_recursion_erro
 
 def test_send_test_event_takes_edited_fields_validated_like_publish_event(enqueued):
     fields = {**sample_event_kwargs("user_created"), "properties": {"source": "edited"}}
-    event_id = send_test_event("crm", "user_created", fields)
-    ((endpoint_id, sent_id, body),) = [call.args for call in enqueued]
+    event_id = send_test_event(CRM, "user_created", fields)
+    ((endpoint_id, sent_id, body, _),) = [call.args for call in enqueued]
     assert (endpoint_id, sent_id) == ("crm", event_id)
     assert json.loads(body)["properties"] == {"source": "edited"}
     with pytest.raises(InvalidEventError, match="unknown keys \\['event_id'\\]"):
-        send_test_event("crm", "user_created", {"event_id": "evt_x"})
+        send_test_event(CRM, "user_created", {"event_id": "evt_x"})
     with pytest.raises(InvalidEventError, match="The user_created event"):
-        send_test_event("crm", "user_created", '{"properties": {}}')  # no user
+        send_test_event(CRM, "user_created", '{"properties": {}}')  # no user
     assert len(enqueued) == 1
+
+
+def test_an_event_names_its_tenant_and_a_batch_may_mix_tenants(enqueued):
+    publish_event("user_created", tenant="acme", **sample_event_kwargs("user_created"))
+    publish_events(
+        [
+            {"name": "user_created", "tenant": "globex", **sample_event_kwargs("user_created")},
+            {"name": "user_created", **sample_event_kwargs("user_created")},
+        ]
+    )
+    assert [event.tenant for event in enqueued.events()] == ["acme", "globex", "default"]
+
+
+@pytest.mark.parametrize("tenant", ["", "has space", "a/b", "x" * 65, "-leading"])
+def test_an_invalid_tenant_is_refused_with_a_sentence_and_nothing_is_enqueued(enqueued, tenant):
+    with pytest.raises(InvalidEventError, match="^The tenant id .* is not valid: use 1 to 64 letters"):
+        publish_event("user_created", tenant=tenant, **sample_event_kwargs("user_created"))
+    with pytest.raises(InvalidEventError, match="^The event at index 1 is invalid, so none was published: The tenant"):
+        publish_events(
+            [
+                {"name": "user_created", **sample_event_kwargs("user_created")},
+                {"name": "user_created", "tenant": tenant, **sample_event_kwargs("user_created")},
+            ]
+        )
+    assert enqueued == [] and enqueued.events() == []

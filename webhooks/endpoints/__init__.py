@@ -14,7 +14,7 @@ from __future__ import annotations
 from webhooks.endpoints.bookkeeping import Attempted, Bookkeeping, GivenBack, Tally
 from webhooks.endpoints.decision import Decision, Delivery, Drop, Hold, Later, Send, Slot
 from webhooks.endpoints.gate import Gate
-from webhooks.endpoints.guard import unsendable, unsendable_to
+from webhooks.endpoints.guard import NOT_TIED, unsendable_to
 from webhooks.endpoints.held import KEY_HELD, Dropper, HeldDeliveries
 from webhooks.endpoints.keys import KEY_CIRCUIT, KEY_FAILING, KEY_INFLIGHT, KEY_PACE, KEY_RATE
 from webhooks.endpoints.notices import (
@@ -22,8 +22,10 @@ from webhooks.endpoints.notices import (
     Notice,
     Standing,
     announce,
+    delete_notices,
     dismiss,
     dismissed_at,
+    notices_of,
     operator_endpoint,
     recent_notices,
     standing_notices,
@@ -47,7 +49,7 @@ __all__ = [
     "Later",
     "Send",
     "Slot",
-    "unsendable",
+    "NOT_TIED",
     "unsendable_to",
     # after the attempts
     "Attempted",
@@ -63,8 +65,10 @@ __all__ = [
     "Notice",
     "Standing",
     "announce",
+    "delete_notices",
     "dismiss",
     "dismissed_at",
+    "notices_of",
     "operator_endpoint",
     "recent_notices",
     "standing_notices",

@@ -2,23 +2,28 @@
 -- failures and paces, each read-and-change atomic (another worker's attempt on the same endpoint may end a run
 -- at any moment, and must not fall between the writes and the read of this one).
 --
--- KEYS: five per endpoint (keys.py, state_keys): inflight, circuit, pace, rate, failing.
--- ARGV: how long a pace is kept (seconds), then each endpoint's pace ('' when it made no attempt), then four per
---       delivery given back: its endpoint's number (1-based, in KEYS), its slot ('' when it had none), the circuit's
---       change ('t' a time-out, 'a' an answer, '-' neither, '' not attempted: its rate-window count is given back
---       too) and its run's ('end' a success, the epoch seconds of a failure, '' none).
+-- KEYS: five per endpoint (keys.py, state_keys): inflight, circuit, pace, rate, failing; then one per tenant: the
+--       rate window of a tenant with a cap.
+-- ARGV: how long a pace is kept (seconds), the number of endpoints, then each endpoint's pace ('' when it made no
+--       attempt), then five per delivery given back: its endpoint's number (1-based, in KEYS), its slot ('' when
+--       it had none), the circuit's change ('t' a time-out, 'a' an answer, '-' neither, '' not attempted: its
+--       rate-window counts are given back too), its run's ('end' a success, the epoch seconds of a failure, ''
+--       none) and its tenant's number (1-based, after the endpoints' keys; 0: its tenant's window did not count it).
 -- Returns per delivery {failures, since}: for a failure the run with it counted, for a success the run it ended
 -- ({0, 0}: there was none), else {0, 0}.
 local kept = ARGV[1]
-local endpoints = math.floor(#KEYS / 5)
+local endpoints = tonumber(ARGV[2])
 local answers = {}
-for i = 2 + endpoints, #ARGV, 4 do
+for i = 3 + endpoints, #ARGV, 5 do
   local base = (tonumber(ARGV[i]) - 1) * 5
-  local slot, circuit, run = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local slot, circuit, run, tenant = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], tonumber(ARGV[i + 4])
   local failing = KEYS[base + 5]
   if slot ~= '' then
     redis.call('ZREM', KEYS[base + 1], slot)
-    if circuit == '' then redis.call('ZREM', KEYS[base + 4], slot) end
+    if circuit == '' then
+      redis.call('ZREM', KEYS[base + 4], slot)
+      if tenant > 0 then redis.call('ZREM', KEYS[endpoints * 5 + tenant], slot) end
+    end
   end
   if circuit == 't' then
     redis.call('INCR', KEYS[base + 2])
@@ -39,7 +44,7 @@ for i = 2 + endpoints, #ARGV, 4 do
   answers[#answers + 1] = answer
 end
 for n = 1, endpoints do
-  local pace = ARGV[1 + n]
+  local pace = ARGV[2 + n]
   if pace ~= '' then redis.call('SET', KEYS[(n - 1) * 5 + 3], pace, 'EX', kept) end
 end
 return answers

@@ -1,10 +1,10 @@
 """The bookkeeping after a batch's attempts: slots back, circuits, paces, runs of failures, and what they disable.
 
 One script (``bookkeeping.lua``) for the whole batch, whatever mix of endpoints it went to: each delivery's slot
-given back (and, for one never attempted, its count in the rate window), each attempt's effect on its
-endpoint's circuit (a time-out counts, any HTTP answer closes it) and on its run of failed attempts
-(``webhooks:failing:{id}``: when it began, how many), and each endpoint's pace (how long its attempts held
-their slots, the deadline if one timed out), which sets its cap (``gate.py``).
+given back (and, for one never attempted, its count in the rate windows, its endpoint's and its tenant's), each
+attempt's effect on its endpoint's circuit (a time-out counts, any HTTP answer closes it) and on its run of
+failed attempts (``webhooks:failing:{id}``: when it began, how many), and each endpoint's pace (how long its
+attempts held their slots, the deadline if one timed out), which sets its cap (``gate.py``).
 
 ``Bookkeeping.tally`` prepares that script for a batch; a caller may send it in its own pipeline beside the
 delivery log's record of the same attempts (``Tally.queue``, then ``settle`` with the answer), or let
@@ -25,7 +25,7 @@ import redis
 from redis.commands.core import Script
 
 from webhooks.endpoints.decision import Slot
-from webhooks.endpoints.keys import KEY_FAILING, state_keys
+from webhooks.endpoints.keys import KEY_FAILING, KEY_TENANT_RATE, state_keys
 from webhooks.endpoints.notices import OPERATOR_ENDPOINT_ID, Notice
 from webhooks.endpoints.rules import DISABLE_MIN_FAILURES, disable_reason, timed_out
 from webhooks.errors import WebhooksError
@@ -111,16 +111,21 @@ class Bookkeeping:
         numbers = {
             endpoint_id: n + 1 for n, endpoint_id in enumerate(dict.fromkeys(g.slot.endpoint_id for g in given_back))
         }
+        tenants = {
+            tenant: n + 1 for n, tenant in enumerate(dict.fromkeys(g.slot.tenant for g in given_back if g.slot.tenant))
+        }
         paces: dict[str, float] = {}
         records: list[str | float] = []
         for one in given_back:
             endpoint_id, made = one.slot.endpoint_id, one.made
-            records += [numbers[endpoint_id], one.slot.id or "", _circuit(made), _run(made)]
+            tenant = tenants.get(one.slot.tenant or "", 0)
+            records += [numbers[endpoint_id], one.slot.id or "", _circuit(made), _run(made), tenant]
             if made is not None:
                 paces[endpoint_id] = max(paces.get(endpoint_id, 0.001), self._held(one.slot, made.attempt))
-        args: list[str | float] = [PACE_KEPT_SECONDS]
+        args: list[str | float] = [PACE_KEPT_SECONDS, len(numbers)]
         args += [round(paces[endpoint_id], 3) if endpoint_id in paces else "" for endpoint_id in numbers]
-        return Tally(given_back, state_keys(list(numbers)), args + records, self._script, lua(__package__, _SCRIPT))
+        keys = state_keys(list(numbers)) + [KEY_TENANT_RATE.format(tenant=tenant) for tenant in tenants]
+        return Tally(given_back, keys, args + records, self._script, lua(__package__, _SCRIPT))
 
     def after(self, registry: Registry, given_back: Sequence[GivenBack]) -> list[Notice]:
         """Record ``given_back`` (one round trip), disable what must be, and return the operator notices. The

@@ -17,21 +17,25 @@ __all__ = ["Decision", "Delivery", "Drop", "Hold", "Later", "Send", "Slot"]
 
 
 class Delivery(NamedTuple):
-    """One delivery a worker was asked to make: the body of event ``event_id`` to endpoint ``endpoint_id``."""
+    """One delivery a worker was asked to make: the body of event ``event_id`` to endpoint ``endpoint_id``, and
+    the MAC that ties it to a publish (``task_mac.py``; empty in a message of the release before)."""
 
     endpoint_id: str
     event_id: str
     body: str
+    mac: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class Slot:
     """An in-flight slot on an endpoint, taken at ``taken_at`` (epoch seconds) by the gate; given back by the
-    bookkeeping. ``id`` None: none could be taken (the store failed) and the delivery goes without one."""
+    bookkeeping. ``id`` None: none could be taken (the store failed) and the delivery goes without one.
+    ``tenant``: the tenant whose rate window counted it too (None: its tenant has no cap)."""
 
     endpoint_id: str
     id: str | None
     taken_at: float
+    tenant: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,10 @@
 """The gate before sending: for a batch of deliveries to any mix of endpoints, what each may do now.
 
 Each delivery's endpoint is read from the registry at send time, all of the batch's in one read: a removed
-one's deliveries are dropped, a disabled one's held (``held.py``), and a body that is not a valid event the
-endpoint subscribes to is dropped (``guard.py``). The rest pass one script in the store (``gate.lua``), one
-round trip for the whole batch, that gives each delivery an in-flight slot or a time to ask again:
+one's deliveries are dropped, a delivery not tied to a publish (its MAC, ``task_mac.py``) is dropped, a
+disabled endpoint's are held (``held.py``), and an event the endpoint does not subscribe to is dropped
+(``guard.py``). The rest pass one script in the store (``gate.lua``), one round trip for the whole batch, that
+gives each delivery an in-flight slot or a time to ask again:
 
 - **In-flight cap.** Every worker shares, per endpoint, a semaphore (``webhooks:inflight:{id}``, a sorted set of
   slots scored by when they lapse): a slot is taken here and given back by the bookkeeping after the attempt
@@ -16,8 +17,13 @@ round trip for the whole batch, that gives each delivery an in-flight slot or a 
 - **Rate limit.** An endpoint's optional ``rate_limit_per_second`` is a one-second sliding window of the
   attempts started (``webhooks:rate:{id}``), not a token bucket: what a receiver that asks for "5 per second"
   counts is never a sixth within a second, even after a pause.
+- **Tenant rate cap.** A tenant's optional ``rate_limit_per_second`` (its record, ``webhooks/tenants``) is the
+  same window over all its endpoints' attempts (``webhooks:tenant:{tenant}:rate``): an account on a smaller plan
+  gets no more than its share, whatever its backlog. The script reads each of the batch's tenants' records itself,
+  so the gate stays one round trip.
+  A batch's deliveries over it are told to come back spread over the seconds the cap will let them go in.
 
-A delivery over its cap or rate limit, or to an open circuit, is not made to wait in its thread: it is told
+A delivery over its cap or a rate limit, or to an open circuit, is not made to wait in its thread: it is told
 ``Later`` with a due time, and goes back on the queue. The clock is each worker's own. A store that cannot be
 reached lets every delivery go without a slot (with a warning): the cap and the limit are courtesies to the
 receiver, and holding every delivery while the store is down would break the promise that matters more, that
@@ -35,13 +41,17 @@ from uuid import uuid4
 import redis
 
 from webhooks.endpoints.decision import Decision, Delivery, Drop, Hold, Later, Send, Slot
-from webhooks.endpoints.guard import Verdicts, unsendable_to
-from webhooks.endpoints.keys import state_keys
+from webhooks.endpoints.guard import NOT_TIED, unsendable_to
+from webhooks.endpoints.keys import KEY_TENANT_RATE, state_keys
 from webhooks.endpoints.notices import OPERATOR_ENDPOINT_ID, operator_endpoint
 from webhooks.endpoints.rules import CIRCUIT_TIMEOUTS
+from webhooks.errors import DeliveryLogError, DeliveryNotFoundError
+from webhooks.log import DeliveryLog, delivery_id
 from webhooks.registry import Endpoint, Registry
 from webhooks.settings import Settings
 from webhooks.store import script
+from webhooks.task_mac import TaskMac
+from webhooks.tenants.records import KEY_RECORD
 
 __all__ = ["MIN_WAIT_SECONDS", "REMOVED", "WINDOW_SECONDS", "Gate"]
 
@@ -53,11 +63,14 @@ MIN_WAIT_SECONDS = 0.1
 WINDOW_SECONDS = 1.0
 #: Why a delivery to an endpoint the registry no longer has is dropped.
 REMOVED = "the endpoint was removed"
+#: Seconds a message of the release before waits for a delivery log that cannot say whether it holds it.
+LOG_WAIT_SECONDS = 2.0
 #: Why a delivery over its endpoint's limits waits, by the script's word for it.
 _WAITING = {
     "cap": "its endpoint is at its in-flight cap",
     "circuit": "its endpoint's circuit is open (one probe at a time)",
     "rate": "its endpoint is at its rate limit",
+    "tenant": "its tenant is at its rate limit",
 }
 
 
@@ -72,26 +85,36 @@ class Gate:
         limit: int,
         lapse_seconds: float,
         deadline_seconds: float,
+        macs: TaskMac,
+        log: DeliveryLog,
         operator: Endpoint | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.limit = limit
+        self._macs = macs
+        self._log = log
         self.lapse_seconds = lapse_seconds
         self.deadline_seconds = deadline_seconds
         self._registry = registry
         self._operator = operator
         self._clock = clock
+        self._client = client
         self._script = script(client, __package__, "gate.lua")
 
     @classmethod
-    def for_settings(cls, client: redis.Redis, registry: Registry, settings: Settings) -> Gate:
-        """The gate with the configured cap; a slot lapses when its task's hard time limit has passed."""
+    def for_settings(
+        cls, client: redis.Redis, registry: Registry, settings: Settings, macs: TaskMac, log: DeliveryLog
+    ) -> Gate:
+        """The gate with the configured cap; a slot lapses when its task's hard time limit has passed. ``macs``
+        checks that each delivery is tied to a publish; ``log`` vouches for a message of the release before."""
         return cls(
             client,
             registry,
             limit=settings.endpoint_concurrency,
             lapse_seconds=settings.task_time_limit,
             deadline_seconds=settings.attempt_deadline,
+            macs=macs,
+            log=log,
             operator=operator_endpoint(settings),
         )
 
@@ -101,21 +124,39 @@ class Gate:
         Raises ``RegistryUnavailableError`` when the registry cannot be read (nothing is decided)."""
         found = self._look_up([delivery.endpoint_id for delivery in deliveries])
         decisions: dict[int, Decision] = {}
-        verdicts: Verdicts = {}  # each distinct body validated once for the batch
         gated: list[tuple[int, Endpoint]] = []
         for n, delivery in enumerate(deliveries):
             endpoint = found[delivery.endpoint_id]
+            tied = not isinstance(endpoint, Drop) and self._tied(delivery)
             if isinstance(endpoint, Drop):
                 decisions[n] = endpoint
+            elif isinstance(tied, Later):
+                decisions[n] = tied
+            elif not tied:  # before holding: what is held is sent, with a MAC, when the endpoint is enabled
+                decisions[n] = Drop(NOT_TIED)
             elif not endpoint.enabled:
                 decisions[n] = Hold()
-            elif why := unsendable_to(endpoint, delivery.event_id, delivery.body, verdicts):  # never signed
+            elif why := unsendable_to(endpoint, delivery, tied):  # never signed
                 decisions[n] = Drop(why)
             else:
                 gated.append((n, endpoint))
         for (n, _), decision in zip(gated, self._gate([endpoint for _, endpoint in gated]), strict=True):
             decisions[n] = decision
         return [decisions[n] for n in range(len(deliveries))]
+
+    def _tied(self, delivery: Delivery) -> bool | Later:
+        """Whether ``delivery`` is tied to a publish: its MAC verifies or, a message of the release before (no
+        MAC), the delivery log holds this very body for it; ``Later`` when the log cannot be read."""
+        endpoint_id, event_id, body, mac = delivery
+        if mac or not isinstance(event_id, str) or not isinstance(body, str):
+            return self._macs.delivery_verifies(mac, endpoint_id, event_id, body)
+        try:
+            return self._log.get(delivery_id(event_id, endpoint_id)).body == body
+        except DeliveryNotFoundError:
+            return False
+        except DeliveryLogError as exc:
+            logger.warning("A delivery queued before the upgrade waits: %s", exc)
+            return Later(self._clock() + LOG_WAIT_SECONDS, "the delivery log cannot be read")
 
     def _look_up(self, endpoint_ids: list[str]) -> dict[str, Endpoint | Drop]:
         """Each endpoint as configured now, or why nothing is sent to it."""
@@ -133,18 +174,28 @@ class Gate:
         now = self._clock()
         numbers = {endpoint_id: n + 1 for n, endpoint_id in enumerate(dict.fromkeys(e.id for e in endpoints))}
         slots = [uuid4().hex for _ in endpoints]
-        args: list[str | float] = [
-            now,
-            now + self.lapse_seconds,
-            self.limit,
-            CIRCUIT_TIMEOUTS,
-            self.deadline_seconds,
-            WINDOW_SECONDS,
-        ]
-        for endpoint, slot in zip(endpoints, slots, strict=True):
-            args += [numbers[endpoint.id], slot, endpoint.rate_limit_per_second or 0]
+        # Each endpoint's tenant, numbered for the script (the operator endpoint's: none, it is never capped).
+        tenants = {
+            tenant: n + 1
+            for n, tenant in enumerate(dict.fromkeys(e.tenant for e in endpoints if e.id != OPERATOR_ENDPOINT_ID))
+        }
         try:
-            answers = self._script(keys=state_keys(list(numbers)), args=args)
+            args: list[str | float] = [
+                now,
+                now + self.lapse_seconds,
+                self.limit,
+                CIRCUIT_TIMEOUTS,
+                self.deadline_seconds,
+                WINDOW_SECONDS,
+                len(numbers),
+            ]
+            for endpoint, slot in zip(endpoints, slots, strict=True):
+                tenant = tenants[endpoint.tenant] if endpoint.id != OPERATOR_ENDPOINT_ID else 0
+                args += [numbers[endpoint.id], slot, endpoint.rate_limit_per_second or 0, tenant]
+            keys = state_keys(list(numbers))
+            for tenant_id in tenants:
+                keys += [KEY_RECORD.format(tenant=tenant_id), KEY_TENANT_RATE.format(tenant=tenant_id)]
+            answers = self._script(keys=keys, args=args)
         except redis.RedisError as exc:
             logger.warning(
                 "Endpoints %s were sent to without their in-flight caps and rate limits: the store failed (%s).",
@@ -153,7 +204,7 @@ class Gate:
             )
             return [Send(endpoint, Slot(endpoint.id, None, now)) for endpoint in endpoints]
         return [
-            self._decision(endpoint, Slot(endpoint.id, slot, now), answer)
+            self._decision(endpoint, Slot(endpoint.id, slot, now, _counted(endpoint, answer)), answer)
             for endpoint, slot, answer in zip(endpoints, slots, answers, strict=True)
         ]
 
@@ -161,10 +212,15 @@ class Gate:
         if answer[0] == "send":
             return Send(endpoint, slot)
         why, seconds = answer[0], float(answer[1])
-        if why == "rate":
+        if why in ("rate", "tenant"):
             return Later(slot.taken_at + seconds, _WAITING[why])
         # About as long as a slot takes to come free: the endpoint's pace, or, while none is known (an endpoint
         # idle until now, or just begun to hang), the time its oldest attempt has run so far, which doubles
         # each time, a backoff; a fresh endpoint that answers quickly makes its waiting deliveries wait little.
         wait = min(max(seconds, MIN_WAIT_SECONDS), self.deadline_seconds)
         return Later(slot.taken_at + wait * random.uniform(0.5, 1.5), _WAITING[why])  # noqa: S311 (jitter)
+
+
+def _counted(endpoint: Endpoint, answer: list[str]) -> str | None:
+    """The endpoint's tenant when the script counted the delivery in that tenant's rate window, else None."""
+    return endpoint.tenant if answer[0] == "send" and answer[1:] == ["1"] else None

@@ -8,14 +8,15 @@ retry coming due. They wait in the store's Redis, one list per endpoint, oldest 
 them as ``held``. The list expires the delivery log's retention after the last one held. On re-enabling, the
 operator sends them or discards them (recorded as dropped): ``ops/held.py``, ``enable``. Recording a drop is the
 pipeline's (a log line, a metric, the delivery log's record of an attempt not made), so the caller hands it in
-(``Dropper``).
+(``Dropper``). Endpoints belong to one tenant, so a tenant's held deliveries are those of its endpoints: counted
+and deleted (a tenant removed) by endpoint ids, in one round trip.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import cast
 
 import redis
@@ -72,6 +73,27 @@ class HeldDeliveries:
     def count(self, endpoint_id: str) -> int:
         """How many deliveries are held for ``endpoint_id``."""
         return int(self._redis.llen(KEY_HELD.format(id=endpoint_id)))
+
+    def counts(self, endpoint_ids: Iterable[str]) -> dict[str, int]:
+        """How many deliveries are held for each of ``endpoint_ids`` (a tenant's endpoints), in one round trip."""
+        ids = list(endpoint_ids)
+        with self._redis.pipeline(transaction=False) as pipe:
+            for endpoint_id in ids:
+                pipe.llen(KEY_HELD.format(id=endpoint_id))
+            return {endpoint_id: int(length) for endpoint_id, length in zip(ids, pipe.execute(), strict=True)}
+
+    def delete(self, endpoint_ids: Iterable[str]) -> int:
+        """Delete the held deliveries of ``endpoint_ids`` without recording drops (a tenant removed with its
+        delivery log); return how many there were."""
+        keys = [KEY_HELD.format(id=endpoint_id) for endpoint_id in endpoint_ids]
+        if not keys:
+            return 0
+        with self._redis.pipeline(transaction=True) as pipe:
+            for key in keys:
+                pipe.llen(key)
+            pipe.delete(*keys)
+            *lengths, _ = pipe.execute()
+        return sum(int(length) for length in lengths)
 
     def peek(self, endpoint_id: str) -> list[list[str]]:
         """Every held delivery, oldest first, left in place (``forget`` removes them once handled)."""

@@ -9,6 +9,7 @@ __all__ = [
     "KEY_INFLIGHT",
     "KEY_PACE",
     "KEY_RATE",
+    "KEY_TENANT_RATE",
     "state_keys",
 ]
 
@@ -20,6 +21,8 @@ KEY_CIRCUIT = "webhooks:circuit:{id}"
 KEY_PACE = "webhooks:pace:{id}"
 #: Attempts started on an endpoint in the last second: member = slot id, score = when it started.
 KEY_RATE = "webhooks:rate:{id}"
+#: Attempts started on all of one tenant's endpoints in the last second (its ``rate_limit_per_second``), as above.
+KEY_TENANT_RATE = "webhooks:tenant:{tenant}:rate"
 #: An endpoint's current run of failed attempts: ``since`` (epoch seconds of the first), ``failures``.
 KEY_FAILING = "webhooks:failing:{id}"
 

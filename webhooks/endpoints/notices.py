@@ -5,14 +5,16 @@ the settings page shows as a banner, and, when ``WEBHOOKS_OPERATOR_WEBHOOK_URL``
 an operator event. That POST is an ordinary ``webhooks.deliver`` to a built-in endpoint, ``OPERATOR_ENDPOINT_ID``,
 that ``operator_endpoint`` makes from the settings: the same signing (``http.send``), the same autoretry, the
 same delivery log, with no second sender to keep in step. Its own failures make no notices (no loop).
-``announce`` hands back those deliveries; turning them into tasks is the pipeline's business.
+``announce`` hands back those deliveries; turning them into tasks is the pipeline's business. Each endpoint also
+keeps its own latest notices, so that a tenant's (its endpoints') are listed whatever other tenants' notices
+crowd the shared list (``notices_of``), and deleted with it (``delete_notices``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Literal, cast
@@ -27,6 +29,7 @@ from webhooks.settings import Settings
 
 __all__ = [
     "KEY_DISMISSED",
+    "KEY_ENDPOINT_NOTICES",
     "KEY_NOTICES",
     "NOTICES_KEPT",
     "OPERATOR_ENDPOINT_ID",
@@ -35,7 +38,9 @@ __all__ = [
     "Standing",
     "announce",
     "dismiss",
+    "delete_notices",
     "dismissed_at",
+    "notices_of",
     "operator_endpoint",
     "recent_notices",
     "standing_notices",
@@ -51,6 +56,8 @@ KEY_NOTICES = "webhooks:notices"
 NOTICES_KEPT = 20
 #: By endpoint id, when an operator last dismissed its notices (ISO time): older ones are not shown again.
 KEY_DISMISSED = "webhooks:notices:dismissed"
+#: One endpoint's latest notices, newest first (as many as the shared list keeps); expires with the delivery log.
+KEY_ENDPOINT_NOTICES = "webhooks:notices:endpoint:{id}"
 
 NoticeName = Literal["endpoint_disabled", "delivery_failed", "endpoint_recovered"]
 #: The ``scope`` of an operator event (a delivery's is ``service``).
@@ -130,7 +137,12 @@ def announce(settings: Settings, client: redis.Redis, notices: Sequence[Notice])
     try:
         with client.pipeline(transaction=False) as pipe:
             for notice in notices:
-                pipe.lpush(KEY_NOTICES, json.dumps(notice.fields()))
+                raw = json.dumps(notice.fields())
+                pipe.lpush(KEY_NOTICES, raw)
+                own = KEY_ENDPOINT_NOTICES.format(id=notice.endpoint_id)
+                pipe.lpush(own, raw)
+                pipe.ltrim(own, 0, NOTICES_KEPT - 1)
+                pipe.expire(own, settings.delivery_log_retention)
             pipe.ltrim(KEY_NOTICES, 0, NOTICES_KEPT - 1)
             pipe.execute()
     except redis.RedisError as exc:
@@ -146,11 +158,46 @@ def announce(settings: Settings, client: redis.Redis, notices: Sequence[Notice])
 
 def recent_notices(client: redis.Redis) -> list[Notice]:
     """The latest notices, newest first (the settings page's banner)."""
-    notices = []
-    for raw in client.lrange(KEY_NOTICES, 0, NOTICES_KEPT - 1):
-        fields = json.loads(raw)
-        notices.append(Notice(**fields | {"at": datetime.fromisoformat(fields["at"])}))
-    return notices
+    return [_notice(raw) for raw in cast(list[str], client.lrange(KEY_NOTICES, 0, NOTICES_KEPT - 1))]
+
+
+def notices_of(client: redis.Redis, endpoint_ids: Iterable[str]) -> list[Notice]:
+    """The latest notices of ``endpoint_ids`` (a tenant's endpoints), newest first, in one round trip: their own
+    lists, and the shared list's entries about them (those written before endpoints kept their own)."""
+    about = _about(client, set(endpoint_ids))
+    return sorted(about.values(), key=lambda notice: notice.at, reverse=True)[:NOTICES_KEPT]
+
+
+def delete_notices(client: redis.Redis, endpoint_ids: Iterable[str]) -> int:
+    """Forget every notice about ``endpoint_ids`` (a tenant removed), and their dismissals; return how many."""
+    ids = set(endpoint_ids)
+    if not ids:
+        return 0
+    about = _about(client, ids)
+    with client.pipeline(transaction=True) as pipe:
+        for raw in about:
+            pipe.lrem(KEY_NOTICES, 0, raw)
+        pipe.delete(*(KEY_ENDPOINT_NOTICES.format(id=endpoint_id) for endpoint_id in ids))
+        pipe.hdel(KEY_DISMISSED, *ids)
+        pipe.execute()
+    return len(about)
+
+
+def _about(client: redis.Redis, ids: set[str]) -> dict[str, Notice]:
+    """Each notice about ``ids`` as kept (in the shared list or their own), read back; one round trip."""
+    with client.pipeline(transaction=False) as pipe:
+        pipe.lrange(KEY_NOTICES, 0, -1)
+        for endpoint_id in ids:
+            pipe.lrange(KEY_ENDPOINT_NOTICES.format(id=endpoint_id), 0, -1)
+        kept = cast(list[list[str]], pipe.execute())
+    found = {raw: _notice(raw) for raws in kept for raw in raws}
+    return {raw: notice for raw, notice in found.items() if notice.endpoint_id in ids}
+
+
+def _notice(raw: str) -> Notice:
+    """A notice as the lists keep it, read back."""
+    fields = json.loads(raw)
+    return Notice(**fields | {"at": datetime.fromisoformat(fields["at"])})
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from webhooks.log.records import (
     FannedOut,
     Overdue,
     State,
+    TenantCounts,
     delivery_id,
     split_delivery_id,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "Overdue",
     "Page",
     "State",
+    "TenantCounts",
     "delivery_id",
     "open_delivery_log",
     "split_delivery_id",
@@ -49,4 +51,5 @@ def open_delivery_log(settings: Settings) -> DeliveryLog:
         store_client(settings),
         retention=settings.delivery_log_retention,
         max_records=settings.delivery_log_max_records,
+        default_tenant=settings.default_tenant,
     )

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from webhooks.log.records import RESPONSE_EXCERPT_BYTES, Attempt, Delivery, DeliverySummary, State
+from webhooks.tenancy import DEFAULT_TENANT
 
 __all__ = ["SUMMARY_FIELDS", "decode_attempt", "delivery", "encode_attempt", "summary", "time_of"]
 
@@ -28,6 +29,7 @@ SUMMARY_FIELDS = (
     "last_latency_ms",
     "next_retry_at",
     "series",
+    "tenant",
 )
 
 
@@ -36,8 +38,9 @@ def time_of(value: str | float | None) -> datetime | None:
     return datetime.fromtimestamp(float(value), UTC) if value not in (None, "") else None
 
 
-def summary(did: str, fields: Mapping[str, Any]) -> DeliverySummary:
-    """The listing row of the delivery ``did`` from its hash fields (older records may lack some)."""
+def summary(did: str, fields: Mapping[str, Any], default_tenant: str = DEFAULT_TENANT) -> DeliverySummary:
+    """The listing row of the delivery ``did`` from its hash fields (older records may lack some: one written
+    before tenants is ``default_tenant``'s)."""
     latency = fields.get("last_latency_ms")
     epoch = datetime.fromtimestamp(0, UTC)
     return DeliverySummary(
@@ -53,12 +56,15 @@ def summary(did: str, fields: Mapping[str, Any]) -> DeliverySummary:
         last_latency_ms=float(latency) if latency else None,
         next_retry_at=time_of(fields.get("next_retry_at")),
         series=int(fields.get("series") or 1),
+        tenant=fields.get("tenant") or default_tenant,
     )
 
 
-def delivery(did: str, fields: Mapping[str, Any], attempts: list[str]) -> Delivery:
+def delivery(
+    did: str, fields: Mapping[str, Any], attempts: list[str], default_tenant: str = DEFAULT_TENANT
+) -> Delivery:
     """The whole delivery ``did``: its hash fields, body included, and its attempts as stored."""
-    row = summary(did, fields)
+    row = summary(did, fields, default_tenant)
     kwargs = {name: getattr(row, name) for name in DeliverySummary.__dataclass_fields__}
     return Delivery(**kwargs, body=fields.get("body", ""), history=tuple(decode_attempt(raw) for raw in attempts))
 

@@ -6,10 +6,14 @@ Layout (key templates below; no key literal appears anywhere else):
 - a list per delivery of its attempts as JSON, oldest first, cut to ``MAX_HISTORY`` (``writes.py``);
 - sorted sets of delivery ids (every delivery; per endpoint, event kind, state and event id), scored by when
   the current series began: ``query.lua`` intersects them, so any page costs two round trips;
+- per tenant, the same two kinds of index (its deliveries, and its deliveries in each state): the cap applies
+  to each tenant alone, a tenant's page and counts read its own, and a tenant's delivery hashes name it;
+- a mark of the layout (``upgrade.py`` makes a log written before tenants the default tenant's);
 - per endpoint, a hash with its last attempt, and one hash per hour of delivered/failed counts.
 
-:class:`LogLayout` is the base of the log's parts (writes, reads, retention): it holds the client, the
-retention, the cap and the clock they share, and turns Redis failures into ``DeliveryLogError`` sentences.
+:class:`LogLayout` is the base of the log's parts (writes, reads, retention, upgrade): it holds the client, the
+retention, the per-tenant cap, the default tenant and the clock they share, and turns Redis failures into
+``DeliveryLogError`` sentences.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from webhooks.errors import DeliveryLogError
 from webhooks.events import EVENT_NAMES
 from webhooks.log.records import State
 from webhooks.store import location, script
+from webhooks.tenancy import DEFAULT_TENANT
 
 __all__ = ["ACTIVITY_WINDOW", "HOUR", "LogLayout", "ScriptInput"]
 
@@ -52,6 +57,9 @@ class LogLayout:
     KEY_BY_STATE = "webhooks:deliveries:state:{state}"
     KEY_BY_EVENT = "webhooks:deliveries:event:{event_id}"
     KEY_SCRATCH = "webhooks:deliveries:query:{token}"
+    KEY_TENANT = "webhooks:deliveries:tenant:{tenant}"
+    KEY_TENANT_STATE = "webhooks:deliveries:tenant:{tenant}:state:{state}"
+    KEY_LAYOUT = "webhooks:deliveries:layout"
 
     def __init__(
         self,
@@ -59,13 +67,16 @@ class LogLayout:
         *,
         retention: int = 7 * 24 * HOUR,
         max_records: int = 50_000,
+        default_tenant: str = DEFAULT_TENANT,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """``client`` must decode responses (the store's, ``webhooks.store.store_client``); ``retention`` is in
-        seconds; ``clock`` returns Unix time."""
+        seconds; ``max_records`` is each tenant's cap; ``default_tenant`` owns records that name none (written
+        before tenants, or for an endpoint since removed); ``clock`` returns Unix time."""
         self._redis = client
         self.retention = retention
         self.max_records = max_records
+        self.default_tenant = default_tenant
         self._clock = clock
         self.location = location(client)
 
@@ -76,14 +87,18 @@ class LogLayout:
 
     def _run(self, name: str, inputs: Sequence[ScriptInput]) -> Any:
         """Run the script ``name`` once per (KEYS, ARGV) in ``inputs``, in one round trip; return the last result."""
+        return self._run_each(name, inputs)[-1]
+
+    def _run_each(self, name: str, inputs: Sequence[ScriptInput]) -> list[Any]:
+        """Run the script ``name`` once per (KEYS, ARGV) in ``inputs``, in one round trip; return every result."""
         run = self._script(name)
         with self._reachable():
             if len(inputs) == 1:  # no pipeline: redis-py checks a pipeline's scripts exist first, a round trip
-                return run(*inputs[0])
+                return [run(*inputs[0])]
             with self._redis.pipeline(transaction=False) as pipe:
                 for keys, args in inputs:
                     run(keys=keys, args=args, client=pipe)
-                return pipe.execute()[-1]
+                return list(pipe.execute())
 
     def _kind_keys(self) -> list[str]:
         """The index of each event kind."""
@@ -92,6 +107,10 @@ class LogLayout:
     def _state_keys(self) -> list[str]:
         """The index of each state, in State's order (pending first)."""
         return [self.KEY_BY_STATE.format(state=state.value) for state in State]
+
+    def _tenant_state_keys(self, tenant: str) -> list[str]:
+        """``tenant``'s index of each state, in State's order (pending first)."""
+        return [self.KEY_TENANT_STATE.format(tenant=tenant, state=state.value) for state in State]
 
     @contextmanager
     def _reachable(self) -> Iterator[None]:

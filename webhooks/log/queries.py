@@ -1,9 +1,9 @@
 """Finding deliveries across endpoints: the filters and the cursor.
 
 Pure: ``query.lua`` answers a query (run by ``reads.py``). A query names index sorted sets (every
-delivery, and one per endpoint, event kind, state and event id), and Redis intersects them in one
-command, so a page costs two round trips whatever the filters and however large the log: the script
-(intersect, range, clean up) and one pipeline of the page's summaries.
+delivery or the tenant's, and one per endpoint, event kind, state (the tenant's) and event id), and Redis
+intersects them in one command, so a page costs two round trips whatever the filters and however large the
+log: the script (intersect, range, clean up) and one pipeline of the page's summaries.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ class DeliveryQuery:
     cursor: str | None = None
     #: Deliveries to this endpoint are left out (the operator's events, apart from the customers' deliveries).
     without_endpoint_id: str | None = None
+    #: Only this tenant's deliveries; None for every tenant's (the operator's view).
+    tenant: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +48,7 @@ class Page:
 
     deliveries: Sequence[DeliverySummary]
     next_cursor: str | None = None
-    #: How many deliveries match the query, on every page; how many the log holds.
+    #: How many deliveries match the query, on every page; how many the log holds (the tenant's, for one).
     matching: int = 0
     in_log: int = 0
 

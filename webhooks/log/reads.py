@@ -1,8 +1,9 @@
 """What the CLI, the settings page and the reconciliation read from the delivery log.
 
 A page of any query is two round trips (``query.lua`` intersects the indexes the filters name, then one
-pipeline reads the page's summaries); an endpoint's activity one; the overdue look three, whatever the
-log holds.
+pipeline reads the page's summaries); an endpoint's activity one; tenants' counts one; the overdue look
+three, whatever the log holds. A query for one tenant starts from that tenant's indexes, so it never lists
+another's deliveries.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from webhooks.log.encoding import SUMMARY_FIELDS, delivery, summary, time_of
 from webhooks.log.health import HourCounts
 from webhooks.log.layout import ACTIVITY_WINDOW, HOUR, LogLayout
 from webhooks.log.queries import DeliveryQuery, Page, next_cursor, parse_cursor
-from webhooks.log.records import Delivery, DeliverySummary, EndpointActivity, Overdue, State
+from webhooks.log.records import Delivery, DeliverySummary, EndpointActivity, Overdue, State, TenantCounts
 
 __all__ = ["OVERDUE_SCAN", "LogReads"]
 
@@ -43,15 +44,19 @@ _OVERDUE_FIELDS = (
 class LogReads(LogLayout):
     """The reads of the delivery log."""
 
-    def get(self, did: str) -> Delivery:
-        """One delivery with its body and every attempt; DeliveryNotFoundError when absent or expired."""
+    def get(self, did: str, *, tenant: str | None = None) -> Delivery:
+        """One delivery with its body and every attempt; DeliveryNotFoundError when absent or expired, or (with
+        ``tenant``) another tenant's: as if it were absent."""
         with self._reachable(), self._redis.pipeline(transaction=False) as pipe:
             pipe.hgetall(self.KEY_DELIVERY.format(id=did))
             pipe.lrange(self.KEY_ATTEMPTS.format(id=did), 0, -1)
             fields, attempts = pipe.execute()
         if not fields:
             raise DeliveryNotFoundError(did)
-        return delivery(did, fields, attempts)
+        found = delivery(did, fields, attempts, self.default_tenant)
+        if tenant is not None and found.tenant != tenant:
+            raise DeliveryNotFoundError(did)
+        return found
 
     def find(
         self,
@@ -61,23 +66,29 @@ class LogReads(LogLayout):
         event_id: str | None = None,
         since: timedelta | None = None,
         limit: int = 50,
+        tenant: str | None = None,
     ) -> list[DeliverySummary]:
         """Deliveries newest first (by when their current series began) that match every filter given."""
         low = None if since is None else datetime.fromtimestamp(self._clock() - since.total_seconds(), UTC)
-        query = DeliveryQuery(state=state, endpoint_id=endpoint_id, event_id=event_id, since=low, limit=limit)
+        query = DeliveryQuery(
+            state=state, endpoint_id=endpoint_id, event_id=event_id, since=low, limit=limit, tenant=tenant
+        )
         return list(self.query(query).deliveries)
 
     def query(self, query: DeliveryQuery) -> Page:
         """One page of the deliveries matching ``query``, newest first: two round trips whatever the filters.
 
         Redis intersects the indexes the filters name (``query.lua``); ValueError for a bad cursor."""
-        keys = [self.KEY_ALL]
+        tenant = query.tenant
+        keys = [self.KEY_ALL if tenant is None else self.KEY_TENANT.format(tenant=tenant)]
         if query.endpoint_id is not None:
             keys.append(self.KEY_BY_ENDPOINT.format(endpoint_id=query.endpoint_id))
         if query.event_name is not None:
             keys.append(self.KEY_BY_KIND.format(name=query.event_name))
-        if query.state is not None:
+        if query.state is not None and tenant is None:
             keys.append(self.KEY_BY_STATE.format(state=query.state.value))
+        elif query.state is not None:
+            keys.append(self.KEY_TENANT_STATE.format(tenant=tenant, state=query.state.value))
         if query.event_id is not None:
             keys.append(self.KEY_BY_EVENT.format(event_id=query.event_id))
         if query.without_endpoint_id is not None:
@@ -96,6 +107,16 @@ class LogReads(LogLayout):
         ids, scores = ids[: query.limit], scores[: query.limit]
         cursor = next_cursor(scores, query.cursor) if more else None
         return Page(self._summaries(ids), cursor, int(matching), int(in_log))
+
+    def tenant_counts(self, tenants: Iterable[str]) -> dict[str, TenantCounts]:
+        """Each tenant's deliveries and failed ones (a tenants page's columns), in one round trip."""
+        names = list(dict.fromkeys(tenants))
+        with self._reachable(), self._redis.pipeline(transaction=False) as pipe:
+            for tenant in names:
+                pipe.zcard(self.KEY_TENANT.format(tenant=tenant))
+                pipe.zcard(self.KEY_TENANT_STATE.format(tenant=tenant, state=State.FAILED.value))
+            replies = iter(pipe.execute())
+        return {tenant: TenantCounts(int(next(replies)), int(next(replies))) for tenant in names}
 
     def activity(self, endpoint_ids: Iterable[str]) -> dict[str, EndpointActivity]:
         """Each endpoint's last attempt and its hourly counts over the last 24 hours, in one round trip."""
@@ -161,7 +182,7 @@ class LogReads(LogLayout):
                 pipe.hmget(self.KEY_DELIVERY.format(id=did), SUMMARY_FIELDS)
             replies = pipe.execute()
         return [
-            summary(did, dict(zip(SUMMARY_FIELDS, values, strict=True)))
+            summary(did, dict(zip(SUMMARY_FIELDS, values, strict=True)), self.default_tenant)
             for did, values in zip(ids, replies, strict=True)
             if values[0] is not None
         ]

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from webhooks.log.health import HourCounts, Totals, totals
 from webhooks.settings import MAX_ATTEMPTS
+from webhooks.tenancy import DEFAULT_TENANT
 
 #: How much of a receiver's response body an attempt keeps.
 RESPONSE_EXCERPT_BYTES = 1024
@@ -61,6 +62,8 @@ class FannedOut(NamedTuple):
     event_name: str
     body: str
     endpoint_ids: Sequence[str]
+    #: Whose event it is (``webhooks.tenancy``); the default tenant where a caller names none.
+    tenant: str = DEFAULT_TENANT
 
 
 class Overdue(NamedTuple):
@@ -131,6 +134,8 @@ class AttemptRecord(NamedTuple):
     body: str
     attempt: Attempt
     state: State
+    #: The tenant of the endpoint the attempt was made to; None when it is gone: the record's own is kept.
+    tenant: str | None = None
 
 
 def state_after(outcome: str, number: int) -> State:
@@ -161,6 +166,8 @@ class DeliverySummary:
     next_retry_at: datetime | None = None
     #: 1 for the original series, +1 per redelivery.
     series: int = 1
+    #: Whose delivery it is (its endpoint's tenant).
+    tenant: str = DEFAULT_TENANT
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +176,14 @@ class Delivery(DeliverySummary):
 
     body: str = ""
     history: tuple[Attempt, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class TenantCounts:
+    """A tenant's deliveries in the log (within its cap and the retention), and how many of them failed."""
+
+    deliveries: int = 0
+    failed: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,40 +1,95 @@
-"""How the delivery log stays bounded: by age and by count.
+"""How the delivery log stays bounded: by age, and by count per tenant.
 
 Every key expires ``retention`` seconds after its last write, and index entries older than that are cut on
-each write (in the write scripts). When the log holds more than ``max_records`` deliveries the oldest are
+each write (in the write scripts). When a tenant has more than ``max_records`` deliveries its oldest are
 deleted with their attempts and index entries (``trim.lua``), down to 1 % under the cap, so trimming runs
-once per hundred writes at most.
+once per hundred of its writes at most; another tenant's records are never touched. Deleting a tenant is the
+same script over all of its deliveries.
 """
 
 from __future__ import annotations
 
-from typing import cast
+from collections.abc import Iterable, Sequence
+from typing import Any, cast
 
-from webhooks.log.layout import LogLayout
+from webhooks.log.layout import ACTIVITY_WINDOW, HOUR, LogLayout
 from webhooks.log.records import split_delivery_id
 
-__all__ = ["TRIM_MAX", "LogRetention"]
+__all__ = ["TRIM_CHUNK", "TRIM_MAX", "LogRetention"]
 
 #: Most deliveries one write trims: a cap lowered far below the log's size is reached over several writes, not
-#: in one command that holds Redis for seconds.
+#: in one go that holds Redis for seconds. Deleting a tenant goes this many at a time.
 TRIM_MAX = 10_000
+#: Most deliveries one run of ``trim.lua`` deletes (about four keys each): each run holds Redis for a few
+#: milliseconds, not the hundreds a fan-out's worth of deliveries in one command took, and other clients'
+#: commands (a publish, another tenant's delivery) go between two runs.
+TRIM_CHUNK = 500
 
 
 class LogRetention(LogLayout):
-    """The cap on the number of deliveries, applied after each write with the log's size it returned."""
+    """The cap on each tenant's number of deliveries, applied after each write with the sizes it returned."""
 
-    def _trim_if_full(self, count: int) -> None:
-        """Delete the oldest deliveries when ``count`` (the log's size) is over the cap."""
+    def delete_tenant(self, tenant: str, endpoint_ids: Iterable[str] = ()) -> int:
+        """Delete every delivery of ``tenant`` (records, attempts, index entries) and its indexes, and the activity
+        counters of ``endpoint_ids`` (its endpoints) when given; return how many deliveries there were."""
+        key, deleted = self.KEY_TENANT.format(tenant=tenant), 0
+        while True:
+            with self._reachable():
+                ids = cast(list[str], self._redis.zrange(key, 0, TRIM_MAX - 1))
+            if not ids:
+                break
+            self._delete(tenant, ids)
+            deleted += len(ids)
+        hour = int(self._clock() // HOUR)
+        hours = range(hour - (ACTIVITY_WINDOW + HOUR) // HOUR, hour + 1)  # the counters' time to live
+        activity = [
+            name
+            for endpoint_id in endpoint_ids
+            for name in (
+                self.KEY_LAST.format(endpoint_id=endpoint_id),
+                *(self.KEY_COUNTS.format(endpoint_id=endpoint_id, hour=h) for h in hours),
+            )
+        ]
+        with self._reachable():
+            self._redis.delete(key, *self._tenant_state_keys(tenant), *activity)
+        return deleted
+
+    def _trim_full_tenants(self, sizes: Iterable[tuple[str, Any]]) -> None:
+        """Trim each tenant whose index's size, as the write scripts returned it (the largest seen), is over the
+        cap."""
+        largest: dict[str, int] = {}
+        for tenant, size in sizes:
+            largest[tenant] = max(largest.get(tenant, 0), int(size))
+        for tenant, size in largest.items():
+            self._trim_if_full(tenant, size)
+
+    def _trim_if_full(self, tenant: str, count: int) -> None:
+        """Delete ``tenant``'s oldest deliveries when ``count`` (its size) is over the cap."""
         if count <= self.max_records:
             return
         keep = self.max_records - max(1, self.max_records // 100)
         with self._reachable():
-            oldest = cast(list[str], self._redis.zrange(self.KEY_ALL, 0, min(count - keep, TRIM_MAX) - 1))
-        if not oldest:
-            return
-        shared = [self.KEY_ALL, *self._state_keys(), *self._kind_keys()]
+            key = self.KEY_TENANT.format(tenant=tenant)
+            oldest = cast(list[str], self._redis.zrange(key, 0, min(count - keep, TRIM_MAX) - 1))
+        if oldest:
+            self._delete(tenant, oldest)
+
+    def _delete(self, tenant: str, ids: Sequence[str]) -> None:
+        """Delete the deliveries ``ids`` of ``tenant`` with their attempts and every index entry, TRIM_CHUNK at a
+        time, each chunk in one command."""
+        for start in range(0, len(ids), TRIM_CHUNK):
+            self._delete_chunk(tenant, ids[start : start + TRIM_CHUNK])
+
+    def _delete_chunk(self, tenant: str, ids: Sequence[str]) -> None:
+        shared = [
+            self.KEY_ALL,
+            self.KEY_TENANT.format(tenant=tenant),
+            *self._state_keys(),
+            *self._tenant_state_keys(tenant),
+            *self._kind_keys(),
+        ]
         keys = list(shared)
-        for did in oldest:
+        for did in ids:
             event_id, endpoint_id = split_delivery_id(did)
             keys += (
                 self.KEY_DELIVERY.format(id=did),
@@ -42,4 +97,4 @@ class LogRetention(LogLayout):
                 self.KEY_BY_ENDPOINT.format(endpoint_id=endpoint_id),
                 self.KEY_BY_EVENT.format(event_id=event_id),
             )
-        self._run("trim.lua", [(keys, [len(shared), *oldest])])
+        self._run("trim.lua", [(keys, [len(shared), *ids])])

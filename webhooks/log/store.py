@@ -2,7 +2,8 @@
 
 :class:`DeliveryLog` is the whole log, made of parts that each own one idea: the layout and its errors
 (``layout.py``), the writes (``writes.py``), the reads (``reads.py``), the cap and retention
-(``retention.py``) and the records' encoding (``encoding.py``). A redelivery's restart, a read then a
+(``retention.py``), the upgrade of a log written before tenants (``upgrade.py``) and the records' encoding
+(``encoding.py``). A redelivery's restart, a read then a
 write, is here. Any number of workers and operators may use one log at once.
 """
 
@@ -13,12 +14,13 @@ import redis
 from webhooks.log.layout import LogLayout
 from webhooks.log.reads import LogReads
 from webhooks.log.records import Delivery, DeliverySummary, State
+from webhooks.log.upgrade import LogUpgrade
 from webhooks.log.writes import LogWrites
 
 __all__ = ["DeliveryLog"]
 
 
-class DeliveryLog(LogWrites, LogReads, LogLayout):
+class DeliveryLog(LogWrites, LogReads, LogUpgrade, LogLayout):
     """Deliveries and their attempts; any number of workers and operators may use one log at once."""
 
     def restart(self, did: str) -> Delivery:
@@ -30,6 +32,7 @@ class DeliveryLog(LogWrites, LogReads, LogLayout):
             pipe.hset(
                 key,
                 mapping={
+                    "tenant": delivery.tenant,
                     "state": State.PENDING.value,
                     "attempts": 0,
                     "next_retry_at": "",
@@ -48,17 +51,20 @@ class DeliveryLog(LogWrites, LogReads, LogLayout):
         """A restarted delivery: listed as pending, its series beginning ``now``, in every index."""
         did = delivery.id
         pending, *others = self._state_keys()
+        tenant_pending, *tenant_others = self._tenant_state_keys(delivery.tenant)
         indexes = (
             self.KEY_ALL,
+            self.KEY_TENANT.format(tenant=delivery.tenant),
             self.KEY_BY_ENDPOINT.format(endpoint_id=delivery.endpoint_id),
             self.KEY_BY_KIND.format(name=delivery.event_name),
             self.KEY_BY_EVENT.format(event_id=delivery.event_id),
             pending,
+            tenant_pending,
         )
         for index in indexes:
             pipe.zadd(index, {did: now})
             pipe.zremrangebyscore(index, "-inf", f"({now - self.retention}")
             if index != self.KEY_ALL:
                 pipe.expire(index, self.retention)
-        for index in others:
+        for index in (*others, *tenant_others):
             pipe.zrem(index, did)

@@ -1,6 +1,7 @@
--- The cap (retention.py): the oldest deliveries deleted with their attempts and index entries in one command.
--- KEYS: the shared indexes (all deliveries, each state's, each kind's), then for each delivery
--- its hash, its attempts, its endpoint's index and its event's index. ARGV: how many shared indexes, then the
+-- The cap and a tenant's deletion (retention.py): a tenant's oldest (or all its) deliveries deleted with their
+-- attempts and index entries in one command. KEYS: the shared indexes (all deliveries, the tenant's, each
+-- state's, the tenant's of each state, each kind's), then for each delivery its hash, its attempts, its
+-- endpoint's index and its event's index. ARGV: how many shared indexes, then the
 -- delivery ids.
 local shared = tonumber(ARGV[1])
 for i = 2, #ARGV do

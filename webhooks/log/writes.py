@@ -2,12 +2,15 @@
 
 Each write is one Lua script per event or attempt (``list_pending.lua``, ``record_attempt.lua``,
 ``mark_held.lua``) that updates the record and every index it is in, so a batch costs one round trip
-and the indexes never disagree with the records. This module builds their KEYS and ARGV.
+and the indexes never disagree with the records. This module builds their KEYS and ARGV. Each delivery is its
+tenant's: the fan-out names it, an attempt's endpoint does, and where neither can (an endpoint since removed,
+a held delivery) the record's hash already does, else the default tenant.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 from redis.typing import EncodableT
 
@@ -33,28 +36,48 @@ class LogWrites(LogRetention):
         if not events:
             return
         now = self._clock()
-        count = self._run("list_pending.lua", [self._pending_input(event, now) for event in events])
-        self._trim_if_full(int(count))
+        counts = self._run_each("list_pending.lua", [self._pending_input(event, now) for event in events])
+        self._trim_full_tenants(zip((event.tenant for event in events), counts, strict=True))
 
     def record_attempts(self, records: Sequence[AttemptRecord]) -> None:
-        """Store attempts (a batch task's) and the states they led to, in one round trip for all of them."""
-        if records:
-            count = self._run("record_attempt.lua", [self._attempt_input(record) for record in records])
-            self._trim_if_full(int(count))
+        """Store attempts (a batch task's) and the states they led to, in one round trip for all of them (two
+        when some name no tenant: their records' own are read first)."""
+        if not records:
+            return
+        unnamed = [delivery_id(r.event_id, r.endpoint_id) for r in records if r.tenant is None]
+        found = iter(self._tenants_of(unnamed))
+        tenants = [record.tenant if record.tenant is not None else next(found) for record in records]
+        inputs = [self._attempt_input(record, tenant) for record, tenant in zip(records, tenants, strict=True)]
+        counts = self._run_each("record_attempt.lua", inputs)
+        self._trim_full_tenants(zip(tenants, counts, strict=True))
 
     def held(self, endpoint_id: str, event_ids: Sequence[str]) -> None:
-        """List deliveries to a disabled endpoint as ``held`` (``endpoints/held.py``), in one round trip."""
+        """List deliveries to a disabled endpoint as ``held`` (``endpoints/held.py``), in two round trips (their
+        tenants, then the scripts)."""
+        if not event_ids:
+            return
         now, states = self._clock(), [state.value for state in State]
+        ids = [delivery_id(event_id, endpoint_id) for event_id in event_ids]
         self._run(
             "mark_held.lua",
             [
                 (
-                    [self.KEY_DELIVERY.format(id=did), *self._state_keys()],
+                    [self.KEY_DELIVERY.format(id=did), *self._state_keys(), *self._tenant_state_keys(tenant)],
                     [now, self.retention, did, State.HELD.value, *states],
                 )
-                for did in (delivery_id(event_id, endpoint_id) for event_id in event_ids)
+                for did, tenant in zip(ids, self._tenants_of(ids), strict=True)
             ],
         )
+
+    def _tenants_of(self, ids: Sequence[str]) -> list[str]:
+        """The tenant each delivery's record names, the default one's where it names none or is absent."""
+        if not ids:
+            return []
+        with self._reachable(), self._redis.pipeline(transaction=False) as pipe:
+            for did in ids:
+                pipe.hget(self.KEY_DELIVERY.format(id=did), "tenant")
+            named = cast(list[str | None], pipe.execute())
+        return [tenant or self.default_tenant for tenant in named]
 
     def _pending_input(self, event: FannedOut, now: float) -> ScriptInput:
         """KEYS and ARGV of the pending script for one event's deliveries."""
@@ -64,14 +87,16 @@ class LogWrites(LogRetention):
             self.KEY_BY_KIND.format(name=event.event_name),
             self.KEY_BY_STATE.format(state=State.PENDING.value),
             self.KEY_BY_EVENT.format(event_id=event.event_id),
+            self.KEY_TENANT.format(tenant=event.tenant),
+            self.KEY_TENANT_STATE.format(tenant=event.tenant, state=State.PENDING.value),
             *(self.KEY_DELIVERY.format(id=did) for did in ids),
             *(self.KEY_BY_ENDPOINT.format(endpoint_id=endpoint_id) for endpoint_id in event.endpoint_ids),
         ]
         fields: list[EncodableT] = [now, self.retention, event.event_id, event.event_name, event.body]
-        return keys, [*fields, State.PENDING.value, *ids, *event.endpoint_ids]
+        return keys, [*fields, State.PENDING.value, event.tenant, *ids, *event.endpoint_ids]
 
-    def _attempt_input(self, record: AttemptRecord) -> ScriptInput:
-        """KEYS and ARGV of the attempt script for ``record``."""
+    def _attempt_input(self, record: AttemptRecord, tenant: str) -> ScriptInput:
+        """KEYS and ARGV of the attempt script for ``record``, a delivery of ``tenant``."""
         attempt, endpoint_id = record.attempt, record.endpoint_id
         now = attempt.at.timestamp()
         did = delivery_id(record.event_id, endpoint_id)
@@ -85,7 +110,9 @@ class LogWrites(LogRetention):
             self.KEY_COUNTS.format(endpoint_id=endpoint_id, hour=int(now // HOUR)),
             self.KEY_BY_KIND.format(name=record.event_name),
             self.KEY_BY_EVENT.format(event_id=record.event_id),
+            self.KEY_TENANT.format(tenant=tenant),
             *self._state_keys(),
+            *self._tenant_state_keys(tenant),
         ]
         args: list[EncodableT] = [
             now,
@@ -105,6 +132,7 @@ class LogWrites(LogRetention):
             counter or "",
             ACTIVITY_WINDOW + HOUR,
             "" if attempt.status_code is None else latency_field(attempt.latency_ms),
+            tenant,
             *(state.value for state in State),
         ]
         return keys, args

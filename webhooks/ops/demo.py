@@ -114,7 +114,7 @@ class Progress:
         retries = int(headers.get("retries") or 0)
         if sender != "webhooks.deliver" or not retries:
             return
-        (endpoint_id, event_id, _), due = body[0], headers.get("eta")
+        (endpoint_id, event_id, *_), due = body[0], headers.get("eta")
         wait = max(0, round(datetime.fromisoformat(due).timestamp() - time.time())) if due else 0
         reason = str(headers.get("argsrepr", "")).partition(" after ")[2]
         with self._lock:

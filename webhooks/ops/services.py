@@ -11,9 +11,10 @@ from functools import cached_property
 import redis
 
 from webhooks.log import DeliveryLog, open_delivery_log
-from webhooks.registry import Registry, open_registry
+from webhooks.registry import RedisRegistry, Registry, open_registry
 from webhooks.settings import Settings, get_settings
 from webhooks.store import store_client
+from webhooks.tenants import Tenants
 
 
 class Services:
@@ -42,13 +43,23 @@ class Services:
 
     @cached_property
     def registry(self) -> Registry:
-        return open_registry(self.settings)
+        registry = open_registry(self.settings)
+        if isinstance(registry, RedisRegistry):
+            registry.ensure_layout()  # written before tenants: the default tenant's, before anyone looks
+        return registry
 
     @cached_property
     def log(self) -> DeliveryLog:
-        return open_delivery_log(self.settings)
+        log = open_delivery_log(self.settings)
+        log.ensure_layout()  # written before tenants: the default tenant's, before anyone looks
+        return log
 
     @cached_property
     def store(self) -> redis.Redis:
         """The store Redis itself: the settings page keeps its sessions and sign-in throttle there."""
         return store_client(self.settings)
+
+    @cached_property
+    def tenants(self) -> Tenants:
+        """The tenants: records in the store, with the registry's tenants."""
+        return Tenants(self.store, self.registry)

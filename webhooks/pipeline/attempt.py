@@ -44,6 +44,8 @@ class Made:
     attempt: Attempt
     #: Seconds the receiver asked to wait (``Retry-After``); it lengthens the countdown before the next attempt.
     retry_after: float | None = None
+    #: The endpoint's tenant; None where the endpoint is not at hand (the log keeps the delivery's own).
+    tenant: str | None = None
 
     @property
     def state(self) -> State:
@@ -151,7 +153,14 @@ class Attempting:
         return [
             None
             if result is None
-            else Made(endpoint.id, event_id, body, attempt_of(result, number, self._now), result.retry_after_seconds)
+            else Made(
+                endpoint.id,
+                event_id,
+                body,
+                attempt_of(result, number, self._now),
+                result.retry_after_seconds,
+                endpoint.tenant,
+            )
             for (endpoint, event_id, body, number), result in zip(self._deliveries, self._batch.results, strict=True)
         ]
 
@@ -195,7 +204,9 @@ def record(log: DeliveryLog, made: Sequence[Made]) -> None:
     try:
         log.record_attempts(
             [
-                AttemptRecord(one.event_id, one.endpoint_id, event_name(one.body), one.body, one.attempt, one.state)
+                AttemptRecord(
+                    one.event_id, one.endpoint_id, event_name(one.body), one.body, one.attempt, one.state, one.tenant
+                )
                 for one in made
             ]
         )

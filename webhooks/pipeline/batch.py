@@ -46,6 +46,7 @@ from webhooks.pipeline.stragglers import HANDOFF_SECONDS, Stragglers
 from webhooks.queue import Queue, TaskCall
 from webhooks.registry import Registry
 from webhooks.settings import Settings
+from webhooks.task_mac import TaskMac
 
 __all__ = ["REGISTRY_WAIT_MAX_SECONDS", "Parts", "Ran", "after_registry_outage", "retry_countdown", "run", "settle"]
 
@@ -55,13 +56,15 @@ REGISTRY_WAIT_MAX_SECONDS = 4.0
 
 @dataclass(frozen=True, slots=True)
 class Parts:
-    """What a delivery task works with: a worker process builds them once; tests pass their own."""
+    """What a delivery task works with: a worker process builds them once; tests pass their own. ``macs`` ties
+    the deliveries it sends (retries, operator events) to a publish and checks those it is given."""
 
     settings: Settings
     registry: Registry
     log: DeliveryLog
     store: redis.Redis
     queue: Queue
+    macs: TaskMac
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,17 +90,17 @@ def run(parts: Parts, deliveries: Sequence[Delivery], retries: int, stragglers: 
     when the store cannot take held deliveries (nothing is sent then either).
     """
     number = retries + 1
-    decisions = Gate.for_settings(parts.store, parts.registry, parts.settings).decide(deliveries)
+    decisions = Gate.for_settings(parts.store, parts.registry, parts.settings, parts.macs, parts.log).decide(deliveries)
     held: dict[str, list[list[str]]] = {}
     refused: list[Made] = []
     waiting: dict[str, tuple[list[list[str]], float]] = {}
     sends: list[tuple[Delivery, Send]] = []
     for delivery, decision in zip(deliveries, decisions, strict=True):
-        endpoint_id, event_id, body = delivery
+        endpoint_id, event_id, body, _ = delivery
         match decision:
             case Hold():
                 held.setdefault(endpoint_id, []).append([event_id, body])
-            case Drop(reason=why):  # the endpoint is gone, or not an event it takes: never signed
+            case Drop(reason=why):  # gone, not tied to a publish, or not an event it takes: never signed
                 refused.append(refusal(endpoint_id, event_id, body, number, why))
             case Later(due=due):  # over its endpoint's in-flight cap or rate limit, or its circuit open
                 same, first_due = waiting.get(endpoint_id, ([], due))
@@ -147,7 +150,7 @@ def settle(parts: Parts, ran: Ran) -> dict[str, int]:
         for one in ran.made
     ]
     record(parts.log, made)
-    parts.queue.send_later([_retry(one) for one in made if one.state is State.RETRYING] + ran.later)
+    parts.queue.send_later([_retry(parts.macs, one) for one in made if one.state is State.RETRYING] + ran.later)
     parts.queue.send(ran.notices)
     counts = Counter(one.state.value for one in made)
     waiting = deliveries_in([call for call, _ in ran.later])
@@ -173,10 +176,12 @@ def retry_countdown(settings: Settings, number: int, retry_after: float | None =
     return wait_before_retry(countdown, retry_after, settings.retry_backoff_max)
 
 
-def _retry(made: Made) -> tuple[TaskCall, float]:
-    """The ``webhooks.deliver`` that makes the attempt after ``made``, and when it is due."""
+def _retry(macs: TaskMac, made: Made) -> tuple[TaskCall, float]:
+    """The ``webhooks.deliver`` that makes the attempt after ``made`` (which was tied to a publish: the gate let
+    it through), and when it is due."""
     assert made.attempt.next_retry_at is not None
-    call = delivery_call(made.endpoint_id, made.event_id, made.body, retries=made.attempt.number, after=made.reason)
+    tied = macs.tied(made.endpoint_id, made.event_id, made.body)
+    call = delivery_call(*tied, retries=made.attempt.number, after=made.reason)
     return call, made.attempt.next_retry_at.timestamp()
 
 
@@ -194,4 +199,5 @@ def _books(parts: Parts, given_back: Sequence[GivenBack]) -> list[TaskCall]:
     if not given_back:
         return []
     notices = Bookkeeping.for_settings(parts.store, parts.settings).after(parts.registry, given_back)
-    return [delivery_call(*delivery) for delivery in announce(parts.settings, parts.store, notices)]
+    announced = announce(parts.settings, parts.store, notices)
+    return [delivery_call(*parts.macs.tied(d.endpoint_id, d.event_id, d.body)) for d in announced]

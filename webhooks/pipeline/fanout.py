@@ -1,9 +1,16 @@
 """Fan-out: the deliveries of a batch of events, listed as pending in the delivery log, as task calls.
 
-Subscribers, enabled or not, are read as ids only (one SMEMBERS per event name); each delivery reads its
+An event reaches only its tenant's endpoints. Subscribers, enabled or not, are read as ids only (one SMEMBERS
+per tenant and event name, whatever the other tenants have); each delivery reads its
 endpoint at send time (and holds what is for a disabled one). The deliveries travel in batches of up to
-DELIVERIES_PER_BATCH (``deliver_many``) for any mix of endpoints, each endpoint's together: one event to
-10,000 endpoints is about a hundred tasks, and many events to one endpoint share theirs.
+DELIVERIES_PER_BATCH (``deliver_many``) for any mix of one tenant's endpoints, each endpoint's together: one event
+to 10,000 endpoints is about a hundred tasks, and many events to one endpoint share theirs. How many of a
+tenant's batches enter the queue at once is ``admission.py``'s.
+
+Each event must be tied to a publish (its MAC, ``task_mac.py``) before anything is enqueued, and each delivery
+gets its own MAC here: a forged ``fanout_many`` (Flower's "apply") is dropped, with its reason in the log. An
+inbox entry of the release before (no MAC) is validated as an event instead: only the store's Redis holds the
+inbox, which Flower cannot write; a ``fanout_many`` of the release before has no such warrant and is dropped.
 """
 
 from __future__ import annotations
@@ -15,12 +22,13 @@ from typing import Any
 
 from kombu.exceptions import OperationalError
 
-from webhooks.errors import DeliveryLogError, RegistryUnavailableError
+from webhooks.errors import DeliveryLogError, InvalidEventError, RegistryUnavailableError
+from webhooks.events import parse_event
 from webhooks.log import DeliveryLog, FannedOut
 from webhooks.logformat import log_fields
-from webhooks.pipeline.calls import deliveries_calls, events_repr
-from webhooks.queue import TaskCall
+from webhooks.pipeline.calls import Published, events_repr
 from webhooks.registry import Registry
+from webhooks.task_mac import TaskMac
 
 __all__ = ["FANOUT_OPTIONS", "FANOUT_RETRY_MAX_SECONDS", "fan_out", "waiting_through_outages"]
 
@@ -41,35 +49,69 @@ FANOUT_OPTIONS: dict[str, Any] = {
 }
 
 
-def fan_out(registry: Registry, log: DeliveryLog, events: Sequence[tuple[str, str, str]]) -> list[TaskCall]:
-    """The delivery tasks of ``events`` ``(name, id, body)``, each listed as pending first.
+def fan_out(
+    registry: Registry, log: DeliveryLog, events: Sequence[Published], macs: TaskMac, *, untied: bool = False
+) -> dict[str, list[list[str]]]:
+    """The deliveries ``[endpoint_id, event_id, body, mac]`` of ``events`` tied to a publish, by tenant, each to
+    its tenant's subscribers (each endpoint's together) and listed as pending first; ``admission.py`` makes them
+    tasks. ``untied``: an event without a MAC (the release before's) is validated, not dropped: the inbox's
+    always (only the store holds it), a ``fanout_many``'s while an upgrade asks for it
+    (``WEBHOOKS_ACCEPT_UNTIED_FANOUTS``).
 
     A fan-out run twice (a worker lost before its ack) enqueues its deliveries twice; receivers
     deduplicate on the event id (spec), and the log keeps one record per delivery.
     """
-    subscribers: dict[str, list[str]] = {}
+    subscribers: dict[tuple[str, str], list[str]] = {}
     batch: list[FannedOut] = []
-    for name, event_id, body in events:
-        if name not in subscribers:
-            subscribers[name] = registry.subscribers(name)  # a disabled one's are held by its task (endpoints/held.py)
-        batch.append(FannedOut(event_id, name, body, subscribers[name]))
+    for name, event_id, body, tenant, _ in [event for event in events if _tied(macs, event, untied)]:
+        if (tenant, name) not in subscribers:  # a disabled one's deliveries are held by its task (endpoints/held.py)
+            subscribers[tenant, name] = registry.subscribers(tenant, name)
+        batch.append(FannedOut(event_id, name, body, subscribers[tenant, name], tenant))
     try:  # pending first: an attempt's record must never be overwritten by its own pending one
         log.enqueued(batch)
     except DeliveryLogError as exc:
         logger.warning("%s These deliveries are sent but not listed as pending: %s.", exc, events_repr(events))
-    by_endpoint: dict[str, list[list[str]]] = {}
+    by_endpoint: dict[tuple[str, str], list[list[str]]] = {}
     for event in batch:
         for endpoint_id in event.endpoint_ids:
-            by_endpoint.setdefault(endpoint_id, []).append([endpoint_id, event.event_id, event.body])
+            delivery = list(macs.tied(endpoint_id, event.event_id, event.body))
+            by_endpoint.setdefault((event.tenant, endpoint_id), []).append(delivery)
         log_fields(
             logger,
             logging.INFO,
             "fanout",
             event=event.event_id,
             name=event.event_name,
+            tenant=event.tenant,
             endpoints=len(event.endpoint_ids),
         )
-    return deliveries_calls([delivery for deliveries in by_endpoint.values() for delivery in deliveries])
+    by_tenant: dict[str, list[list[str]]] = {}
+    for (tenant, _), deliveries in by_endpoint.items():
+        by_tenant.setdefault(tenant, []).extend(deliveries)
+    return by_tenant
+
+
+def _tied(macs: TaskMac, event: Published, untied: bool) -> bool:
+    """Whether ``event`` may be fanned out; why not is logged."""
+    if macs.event_verifies(event.mac, event.name, event.event_id, event.body, event.tenant):
+        return True
+    why = "its task MAC is wrong" if event.mac else "it has no task MAC"
+    if not event.mac and untied:
+        try:
+            parsed = parse_event(event.body)
+        except InvalidEventError:
+            why = "it has no task MAC and is not an event this service publishes"
+        else:
+            if (parsed.name, parsed.id) == (event.name, event.event_id):
+                return True
+            why = "it has no task MAC and its body is another event"
+    logger.warning(
+        "Event %.80r (%.40r) was dropped, nothing enqueued: it is not tied to a publish (%s).",
+        event.event_id,
+        event.name,
+        why,
+    )
+    return False
 
 
 @contextmanager

@@ -2,9 +2,10 @@
 
 It moves a Redis broker's due retries onto the queue and schedules a fan-out of the inbox whose task was lost
 (``queue/chores.py``, at the time it says or when a retry this process put waiting is due),
-says this worker is alive and looks for dead ones, and, when it is its turn or a dead worker's messages must be
-back, sends again the deliveries no message carries any more (``reconcile.py``). Between those times it only
-reads the clock, so an idle worker costs Redis a few commands a minute.
+says this worker is alive and looks for dead ones, frees tenants' slots lost with a worker and restarts their
+parked batches (``admission.py``, every TEND_EVERY_SECONDS), and, when it is its turn or a dead worker's
+messages must be back, sends again the deliveries no message carries any more (``reconcile.py``). Between those
+times it only reads the clock, so an idle worker costs Redis a few commands a minute.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from kombu.exceptions import OperationalError
 
 from webhooks.errors import WebhooksError
 from webhooks.log import open_delivery_log
-from webhooks.pipeline import reconcile
+from webhooks.pipeline import admission, reconcile
 from webhooks.pipeline.calls import inbox_fanout_call
 from webhooks.queue import BrokerChores, Queue, chores_for, queue_for
 from webhooks.settings import Settings, get_settings
@@ -98,7 +99,7 @@ class Chores:
         activity: Callable[[], tuple[int, int]] = tasks_run,
     ) -> None:
         self.broker, self.queue, self.worker, self.activity = broker, queue, worker, activity
-        self.queue_at = self.heartbeat_at = self.dead_at = self.look_at = self.busy_until = 0.0
+        self.queue_at = self.heartbeat_at = self.dead_at = self.look_at = self.busy_until = self.tend_at = 0.0
         self.urgent_at = math.inf
         self.looked_at = -math.inf
         self.seen = activity()
@@ -113,9 +114,12 @@ class Chores:
         if self.broker.needed and now >= queue_at:
             self.queue_at = self.looked_at = now  # tried again at the next tick if it fails
             self.queue_at = self.broker.run(now, inbox_fanout_call)
-        if now < min(self.heartbeat_at, self.dead_at, self.look_at, self.urgent_at):
+        if now < min(self.heartbeat_at, self.dead_at, self.look_at, self.urgent_at, self.tend_at):
             return
         store = store_client(settings)
+        if now >= self.tend_at:
+            self.tend_at = now + admission.TEND_EVERY_SECONDS
+            admission.admission_for(settings, store).tend_and_send(self.queue)
         if now >= self.heartbeat_at:
             reconcile.heartbeat(store, self.worker, now)
             self.heartbeat_at = now + reconcile.HEARTBEAT_SECONDS

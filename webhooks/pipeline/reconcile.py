@@ -28,6 +28,7 @@ from webhooks.logformat import log_fields
 from webhooks.pipeline.calls import delivery_call
 from webhooks.queue import Queue
 from webhooks.settings import Settings
+from webhooks.task_mac import TaskMac
 
 __all__ = [
     "HEARTBEAT_SECONDS",
@@ -120,7 +121,8 @@ def reconcile(
     overdue = log.overdue(_cutoff(settings, store.get(KEY_FAULT), now), BATCH)
     if not overdue:
         return 0
-    queue.send([delivery_call(one.endpoint_id, one.event_id, one.body, one.attempts) for one in overdue])
+    macs = TaskMac.for_settings(settings, store)  # rarely needed: read when it is
+    queue.send([delivery_call(*macs.tied(one.endpoint_id, one.event_id, one.body), one.attempts) for one in overdue])
     metrics.RESENT.inc(len(overdue))
     for one in overdue:
         log_fields(logger, logging.WARNING, "resent", delivery=one.id, attempts=one.attempts)

@@ -29,15 +29,18 @@ logger = logging.getLogger("webhooks.worker")
 
 def check_worker_can_start(settings: Settings) -> None:
     """Raise the WebhooksError that would fail every delivery: the registry cannot be loaded (a YAML file is
-    read and validated whole here), the store cannot be reached, or a Redis it uses would evict keys (and log
-    a warning for one that does not persist: ``durability.py``), or the operator webhook is refused. A Redis
-    registry's event index is made whole on the way (``RedisRegistry.index_every_endpoint``)."""
+        read and validated whole here), the store cannot be reached, or a Redis it uses would evict keys (and log
+        a warning for one that does not persist: ``durability.py``), or the operator webhook is refused. A Redis
+        registry's event index is made whole on the way (``RedisRegistry.index_every_endpoint``), and a delivery log
+    written before tenants becomes the default tenant's (``DeliveryLog.ensure_layout``)."""
     check_operator_webhook(settings)
     registry = open_registry(settings)
-    len(open_delivery_log(settings))  # one round trip to the store, the registry's too when it is in Redis
+    log = open_delivery_log(settings)
+    len(log)  # one round trip to the store, the registry's too when it is in Redis
     check_redis_durability(settings)
     if isinstance(registry, RedisRegistry):
         registry.index_every_endpoint()
+    log.ensure_layout()
 
 
 def check_operator_webhook(settings: Settings) -> None:

@@ -9,7 +9,8 @@ exponential backoff, at most MAX_RETRIES retries); the attempt is recorded in ``
 countdown is known. A batch never retries by itself: each failure becomes a ``webhooks.deliver`` carrying its
 attempt number, due after the same backoff (``batch.settle``).
 
-Task arguments carry ids and the body, never a secret; ``argsrepr`` keeps the body out of Flower and the logs.
+Task arguments carry ids, the body and a task MAC (``task_mac.py``: what ties them to a publish), never a secret;
+``argsrepr`` keeps the body and the MAC out of Flower and the logs.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from webhooks.endpoints import Delivery, wait_before_retry
 from webhooks.errors import PermanentDeliveryError, RegistryUnavailableError, RetryableDeliveryError
 from webhooks.log import DeliveryLog, State, open_delivery_log
 from webhooks.pipeline import batch
+from webhooks.pipeline.admission import Admission, admission_for
 from webhooks.pipeline.attempt import Made, record
 from webhooks.pipeline.calls import (
     DELIVER_MANY_TASK,
@@ -36,8 +38,8 @@ from webhooks.pipeline.calls import (
     EVENTS_PER_FANOUT,
     FANOUT_INBOX_TASK,
     FANOUT_MANY_TASK,
-    deliveries_in,
     inbox_fanout_call,
+    published,
 )
 from webhooks.pipeline.fanout import FANOUT_OPTIONS, fan_out, waiting_through_outages
 from webhooks.pipeline.stragglers import Stragglers
@@ -46,6 +48,7 @@ from webhooks.queue import TaskCall, inbox_for, queue_for
 from webhooks.registry import Registry, open_registry
 from webhooks.settings import MAX_RETRIES
 from webhooks.store import store_client
+from webhooks.task_mac import TaskMac
 from webhooks.worker import stragglers
 
 logger = logging.getLogger("webhooks.delivery")
@@ -63,9 +66,20 @@ def delivery_log() -> DeliveryLog:
     return open_delivery_log(settings)
 
 
+@cache
+def task_macs() -> TaskMac:
+    """The worker's task MACs, under the service key read once (after a prefork worker has forked)."""
+    return TaskMac.for_settings(settings, store_client(settings))
+
+
+def admission() -> Admission:
+    """The admission of tenants' batches (``admission.py``) in the process's store."""
+    return admission_for(settings)
+
+
 def parts() -> batch.Parts:
     """What the delivery tasks work with, in this process."""
-    return batch.Parts(settings, registry(), delivery_log(), store_client(settings), queue_for(app))
+    return batch.Parts(settings, registry(), delivery_log(), store_client(settings), queue_for(app), task_macs())
 
 
 class _Task(WebhooksTask):
@@ -77,11 +91,12 @@ class _Task(WebhooksTask):
 
 @app.task(base=EventsTask, name=FANOUT_MANY_TASK, **FANOUT_OPTIONS)
 def fanout_many(events: list[list[str]]) -> int:
-    """Enqueue the deliveries of a batch of ``[name, id, body]`` in one push; return how many."""
+    """Enqueue the deliveries of a batch of ``[name, id, body, tenant, mac]`` in one push; return how many."""
     with waiting_through_outages(len(events)):
-        calls = fan_out(registry(), delivery_log(), [(name, event_id, body) for name, event_id, body in events])
-        queue_for(app).send(calls)
-    return deliveries_in(calls)
+        given = [published(event, settings.default_tenant) for event in events]
+        deliveries = fan_out(registry(), delivery_log(), given, task_macs(), untied=settings.accept_untied_fanouts)
+        admission().fan_out(queue_for(app), deliveries)
+    return sum(map(len, deliveries.values()))
 
 
 @app.task(base=_Task, name=FANOUT_INBOX_TASK, bind=True, **FANOUT_OPTIONS)
@@ -92,10 +107,11 @@ def fanout_inbox(self: Task[[], int]) -> int:
     if inbox is None or claimed is None:
         return 0
     with inbox.renewing(task_id), waiting_through_outages(len(claimed.events)):
-        calls = fan_out(registry(), delivery_log(), claimed.events)
-        queue_for(app).send(calls)
+        taken = [published(e, settings.default_tenant) for e in claimed.events]
+        deliveries = fan_out(registry(), delivery_log(), taken, task_macs(), untied=True)
+        admission().fan_out(queue_for(app), deliveries)
     inbox.done(task_id, claimed.taken, inbox_fanout_call())
-    return deliveries_in(calls)
+    return sum(map(len, deliveries.values()))
 
 
 @app.task(
@@ -112,9 +128,10 @@ def fanout_inbox(self: Task[[], int]) -> int:
     reject_on_worker_lost=True,
     throws=(RetryableDeliveryError, PermanentDeliveryError),
 )
-def deliver(self: Task[[str, str, str], None], endpoint_id: str, event_id: str, body: str) -> None:
-    """One attempt to POST ``body`` to the endpoint as configured now: a failed one is raised for autoretry."""
-    ran = _run(self, [Delivery(endpoint_id, event_id, body)])
+def deliver(self: Task[..., None], endpoint_id: str, event_id: str, body: str, mac: str = "") -> None:
+    """One attempt to POST ``body`` to the endpoint as configured now: a failed one is raised for autoretry.
+    ``mac`` ties it to a publish (``task_mac.py``); a message of the release before has none."""
+    ran = _run(self, [Delivery(endpoint_id, event_id, body, mac)])
     if ran is None:
         return
     try:  # over its endpoint's limits: the same delivery, with the same attempt number, waits in the broker
@@ -133,13 +150,28 @@ def deliver(self: Task[[str, str, str], None], endpoint_id: str, event_id: str, 
 
 @app.task(base=BatchTask, name=DELIVER_MANY_TASK, bind=True, acks_late=True, reject_on_worker_lost=True)
 def deliver_many(
-    self: Task[..., dict[str, int]], deliveries: list[list[str]] | str, earlier: list[list[str]] | None = None
+    self: Task[..., dict[str, int]],
+    deliveries: list[list[str]] | str,
+    earlier: list[list[str]] | None = None,
+    admitted: list[str] | None = None,
 ) -> dict[str, int]:
-    """``deliver`` for up to DELIVERIES_PER_BATCH deliveries ``[endpoint_id, event_id, body]`` at once; returns
-    how many ended in each state. ``(endpoint_id, [[event_id, body], ...])``: a message of the release before."""
+    """``deliver`` for up to DELIVERIES_PER_BATCH deliveries ``[endpoint_id, event_id, body, mac]`` at once; returns
+    how many ended in each state. ``(endpoint_id, [[event_id, body], ...])``: a message of the release before.
+    ``admitted``: ``[tenant, slot]`` of a batch a fan-out admitted, freed (and the next sent) when it ends."""
     if isinstance(deliveries, str):
         deliveries = [[deliveries, event_id, body] for event_id, body in earlier or []]
-    ran = _run(self, [Delivery(*delivery) for delivery in deliveries], stragglers)
+    try:
+        return _deliver_many(self, deliveries)
+    except Reject:
+        admitted = None  # back on the queue: the message keeps its slot and frees it when it ends
+        raise
+    finally:
+        if admitted:
+            admission().ended(queue_for(app), admitted)
+
+
+def _deliver_many(task: Task[..., Any], deliveries: list[list[str]]) -> dict[str, int]:
+    ran = _run(task, [Delivery(*delivery) for delivery in deliveries], stragglers)
     if ran is None:
         return {"waiting": len(deliveries)}
     try:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -51,7 +51,8 @@ __all__ = ["KEY_INBOX", "KEY_LEASE", "LEASE_SECONDS", "RENEW_INTERVAL_SECONDS", 
 
 logger = logging.getLogger("webhooks.inbox")
 
-#: The list of published events waiting for their fan-out, each ``[name, id, body]`` as JSON, oldest first.
+#: The list of published events waiting for their fan-out, each a list of strings as JSON (the pipeline's
+#: ``[name, id, body, tenant]``; ``[name, id, body]`` before tenants), oldest first.
 KEY_INBOX = "webhooks:inbox"
 #: The id of the one ``webhooks.fanout_inbox`` task that may take events from the inbox now (with an expiry).
 #: It holds the id of the task that runs, or "scheduled:" and the id of a task scheduled but not yet started.
@@ -66,10 +67,11 @@ RENEW_INTERVAL_SECONDS = 1.0
 
 @dataclass(frozen=True, slots=True)
 class Claimed:
-    """What a fan-out task took from the inbox: ``taken`` entries, the ``events`` among them as (name, id, body)."""
+    """What a fan-out task took from the inbox: ``taken`` entries, the ``events`` among them as the lists of
+    strings they were appended as."""
 
     taken: int
-    events: list[tuple[str, str, str]]
+    events: list[list[str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +101,12 @@ class Inbox:
     ) -> None:
         self.client, self.queue, self.pushed = client, queue, pushed
 
-    def append(self, event: tuple[str, str, str], fanout: TaskCall) -> None:
-        """Append one event ``(name, id, body)``, and schedule ``fanout`` if the event is the first to wait or,
-        on a Redis broker, if no task holds the lease (its task lost with its worker): the script pushes the
-        task in the step that leases it, so there is no send to fail or wait. Elsewhere only for the first:
-        the task is sent apart, and a send to a broker that is down would hold up every publish; a lease lapsed
-        with its task is the workers' housekeeping's to replace."""
+    def append(self, event: Sequence[str], fanout: TaskCall) -> None:
+        """Append one event ``(name, id, body, tenant, mac)``, and schedule ``fanout`` if the event is the first
+        to wait or, on a Redis broker, if no task holds the lease (its task lost with its worker): the script
+        pushes the task in the step that leases it, so there is no send to fail or wait. Elsewhere only for the
+        first: the task is sent apart, and a send to a broker that is down would hold up every publish; a lease
+        lapsed with its task is the workers' housekeeping's to replace."""
         with reachable(), self.client.pipeline(transaction=False) as pipe:
             pipe.rpush(KEY_INBOX, json.dumps(list(event)))
             pipe.exists(KEY_LEASE)
@@ -134,7 +136,9 @@ class Inbox:
             event = _event(entry)
             if event is None:
                 logger.error(
-                    "An entry of %s is not an event [name, id, body], so it is dropped: %r", KEY_INBOX, entry[:200]
+                    "An entry of %s is not an event [name, id, body, tenant], so it is dropped: %r",
+                    KEY_INBOX,
+                    entry[:200],
                 )
             else:
                 events.append(event)
@@ -203,11 +207,13 @@ class Inbox:
         return script(self.client, __package__, name)
 
 
-def _event(entry: bytes | str) -> tuple[str, str, str] | None:
+def _event(entry: bytes | str) -> list[str] | None:
+    """The event an entry holds: a list of 3 to 5 strings (``[name, id, body, tenant, mac]``, the tenant and
+    the MAC missing in what releases before wrote)."""
     try:
         fields = json.loads(entry)
     except ValueError:
         return None
-    if isinstance(fields, list) and len(fields) == 3 and all(isinstance(field, str) for field in fields):
-        return fields[0], fields[1], fields[2]
+    if isinstance(fields, list) and len(fields) in (3, 4, 5) and all(isinstance(field, str) for field in fields):
+        return fields
     return None

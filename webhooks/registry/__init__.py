@@ -42,7 +42,7 @@ def open_registry(settings: Settings) -> Registry:
     if _installed is not None:
         return _installed
     if settings.registry == "redis":
-        return RedisRegistry(store_client(settings))
+        return RedisRegistry(store_client(settings), max_endpoints_per_tenant=settings.max_endpoints_per_tenant)
     return YamlRegistry(settings.registry)
 
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Literal, Protocol, runtime_checkable
+from typing import Annotated, Literal, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from webhooks.events import EVENT_NAMES, EventName
+from webhooks.settings import get_settings
+from webhooks.tenancy import check_tenant_id
 
 #: Endpoint ids appear in CLI arguments, URLs of the settings page and Redis keys.
 ENDPOINT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
@@ -37,6 +39,12 @@ SaveResult = Literal["added", "updated", "unchanged"]
 
 #: ``\s`` is exactly what ``str.isspace`` accepts.
 _WHITE_SPACE = re.compile(r"\s")
+
+
+def default_tenant() -> str:
+    """The tenant of an endpoint that names none (``WEBHOOKS_DEFAULT_TENANT``): YAML entries and documents
+    written before tenants existed."""
+    return get_settings().default_tenant
 
 
 def check_url(url: str) -> str:
@@ -112,6 +120,8 @@ class Endpoint(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str = Field(pattern=ENDPOINT_ID_PATTERN)
+    #: The customer account it belongs to: only that tenant's events reach it. Ids are unique across tenants.
+    tenant: Annotated[str, AfterValidator(check_tenant_id)] = Field(default_factory=default_tenant)
     url: str
     secret: str = Field(repr=False)
     events: frozenset[EventName]
@@ -159,8 +169,8 @@ class Registry(Protocol):
         """The endpoint with this id; raises EndpointNotFoundError."""
         ...
 
-    def subscribers(self, event_name: str) -> list[str]:
-        """The ids of the endpoints subscribed to ``event_name``, enabled or not.
+    def subscribers(self, tenant: str, event_name: str) -> list[str]:
+        """The ids of ``tenant``'s endpoints subscribed to ``event_name``, enabled or not.
 
         Ids only: fan-out needs no more, and each delivery reads its endpoint again when it is sent (and
         holds what is for a disabled one, ``endpoints/held.py``).
@@ -171,8 +181,12 @@ class Registry(Protocol):
         """The endpoints with these ids, in this order, in one read; ids that do not exist are skipped."""
         ...
 
-    def list(self) -> list[Endpoint]:
-        """Every endpoint, enabled or not, in a stable order."""
+    def tenants(self) -> list[str]:
+        """The ids of the tenants that have, or had, endpoints here, sorted."""
+        ...
+
+    def list(self, tenant: str | None = None) -> list[Endpoint]:
+        """Every endpoint (of ``tenant`` when given), enabled or not, in a stable order."""
         ...
 
 
@@ -191,8 +205,10 @@ class WritableRegistry(Registry, Protocol):
         description: str = "",
         enabled: bool = True,
         rate_limit_per_second: int | None = None,
+        tenant: str | None = None,
     ) -> Endpoint:
-        """Create an endpoint with a new id and a new secret; a rate limit of 0 or None is no limit."""
+        """Create an endpoint with a new id and a new secret for ``tenant`` (None: the default tenant); a rate
+        limit of 0 or None is no limit. Refused (InvalidEndpointError) when the tenant has its most endpoints."""
         ...
 
     def update(

@@ -52,11 +52,14 @@ def new_endpoint(
     description: str = "",
     enabled: bool = True,
     rate_limit_per_second: int | None = None,
+    tenant: str | None = None,
 ) -> Endpoint:
-    """A new endpoint with a generated id and secret; a rate limit of 0 or None is no limit."""
+    """A new endpoint of ``tenant`` (None: the default one) with a generated id and secret; a rate limit of 0 or
+    None is no limit."""
     return validated(
         {
             "id": new_endpoint_id(),
+            **({} if tenant is None else {"tenant": tenant}),
             "url": url,
             "secret": new_secret(),
             "events": events,

@@ -28,11 +28,15 @@ class MemoryRegistry:
         except KeyError:
             raise EndpointNotFoundError(endpoint_id) from None
 
-    def subscribers(self, event_name: str) -> list[str]:
-        return [endpoint.id for endpoint in self._endpoints.values() if event_name in endpoint.events]
+    def subscribers(self, tenant: str, event_name: str) -> list[str]:
+        return [e.id for e in self._endpoints.values() if e.tenant == tenant and event_name in e.events]
 
     def get_many(self, endpoint_ids: Sequence[str]) -> list[Endpoint]:
         return [self._endpoints[endpoint_id] for endpoint_id in endpoint_ids if endpoint_id in self._endpoints]
 
-    def list(self) -> list[Endpoint]:
-        return list(self._endpoints.values())
+    def tenants(self) -> list[str]:
+        return sorted({endpoint.tenant for endpoint in self._endpoints.values()})
+
+    # Last, because inside the class body `list` names this method once it is defined.
+    def list(self, tenant: str | None = None) -> list[Endpoint]:
+        return [e for e in self._endpoints.values() if tenant is None or e.tenant == tenant]

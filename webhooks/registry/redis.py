@@ -5,18 +5,24 @@ event or attempt, without a restart; a disabled endpoint's deliveries, pending r
 
 Layout (key templates below, rq style; no key literal appears anywhere else):
 
-- one JSON document per endpoint (the Endpoint model, secrets included);
-- a sorted set of every id, scored by a creation counter, so ``list()`` keeps creation order;
-- one set per event name holding the ids of the endpoints subscribed to it, enabled or not (a disabled
-  one's deliveries are held, ``endpoints/held.py``). Versions before held deliveries left disabled
-  endpoints out of it: every write adds an endpoint to all its events' sets, not only to the new ones,
-  and a worker adds every endpoint once as it starts (``index_every_endpoint``), so an endpoint disabled
-  under an older version gets its events held and, once enabled, delivered.
+- one JSON document per endpoint (the Endpoint model, its tenant and secrets included);
+- a sorted set of every id, scored by a creation counter, so ``list()`` keeps creation order, and one such set
+  per tenant;
+- a sorted set of the tenants that have had endpoints, by id (``tenants()``; pages of it and removing a whole
+  tenant: ``tenant_index.py``);
+- per tenant, one set per event name holding the ids of its endpoints subscribed to it, enabled or not (a
+  disabled one's deliveries are held, ``endpoints/held.py``).
 
-Fan-out reads one event's set: one round trip and no documents, however many endpoints there are
-(each delivery reads its endpoint's document when it is sent). Writes WATCH the endpoint's document,
-then change it and the event sets in one MULTI/EXEC, so the index never disagrees with the documents,
-even with concurrent writers.
+Fan-out reads one tenant's event set: one round trip and no documents, a cost that depends on that tenant's
+subscribers and not on how many endpoints the registry holds (each delivery reads its endpoint's document when
+it is sent). Writes WATCH the endpoint's document, then change it and the indexes in one MULTI/EXEC, so the
+indexes never disagree with the documents, even with concurrent writers.
+
+Every write adds an endpoint to all its indexes, not only to the new ones, and a worker re-indexes every
+endpoint as it starts (``index_every_endpoint``; the settings page and the CLI do it once, when a store has
+no layout mark): a registry written before tenants (documents without one, one set per event name for
+everybody) becomes the default tenant's with no operator step. Those older per-event sets are left as they
+are for the previous release's workers during a rolling upgrade (docs/upgrading.md).
 """
 
 from __future__ import annotations
@@ -32,11 +38,13 @@ from pydantic import ValidationError
 from webhooks.errors import (
     DuplicateEndpointError,
     EndpointNotFoundError,
+    InvalidEndpointError,
     RegistryError,
     RegistryUnavailableError,
 )
 from webhooks.registry.base import DEFAULT_OVERLAP_SECONDS, Endpoint, SaveResult
 from webhooks.registry.changes import edited, new_endpoint, rotated
+from webhooks.registry.tenant_index import TenantIndex
 from webhooks.store import location
 
 __all__ = ["Change", "RedisRegistry", "utc_now"]
@@ -50,7 +58,7 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class RedisRegistry:
+class RedisRegistry(TenantIndex):
     """Endpoints in Redis; reads and writes may come from any number of processes."""
 
     #: JSON document of one endpoint.
@@ -59,14 +67,28 @@ class RedisRegistry:
     KEY_ENDPOINTS = "webhooks:endpoints"
     #: Counter that orders endpoints by creation.
     KEY_SEQUENCE = "webhooks:endpoints:sequence"
-    #: Set of the ids of the endpoints subscribed to one event name, enabled or not.
-    KEY_BY_EVENT = "webhooks:event:{name}"
+    #: Sorted set of one tenant's endpoint ids, scored by KEY_SEQUENCE at creation.
+    KEY_TENANT_ENDPOINTS = "webhooks:tenant:{tenant}:endpoints"
+    #: Set of the ids of one tenant's endpoints subscribed to one event name, enabled or not.
+    KEY_BY_EVENT = "webhooks:tenant:{tenant}:event:{name}"
+    #: Sorted set (all scores 0, so by id) of the tenants that have had endpoints.
+    KEY_TENANTS = "webhooks:tenants"
+    #: The layout this release writes; absent in a registry written before tenants.
+    KEY_LAYOUT = "webhooks:registry:layout"
+    LAYOUT = "tenants"
 
-    def __init__(self, client: redis.Redis, *, clock: Callable[[], datetime] = utc_now) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        max_endpoints_per_tenant: int = 1000,
+    ) -> None:
         """``client`` must decode responses (the store's, ``webhooks.store.store_client``); ``clock`` dates
-        rotation overlaps."""
+        rotation overlaps; a tenant may have at most ``max_endpoints_per_tenant`` endpoints."""
         self._redis = client
         self._clock = clock
+        self.max_endpoints_per_tenant = max_endpoints_per_tenant
         self.location = location(client)
 
     # Reads: what workers do.
@@ -83,9 +105,13 @@ class RedisRegistry:
         with self._reachable():
             return self._read(list(endpoint_ids))
 
-    def subscribers(self, event_name: str) -> list[str]:
+    def subscribers(self, tenant: str, event_name: str) -> list[str]:
         with self._reachable():
-            return sorted(cast(set[str], self._redis.smembers(self.KEY_BY_EVENT.format(name=event_name))))
+            return sorted(cast(set[str], self._redis.smembers(self._event_key(tenant, event_name))))
+
+    def tenants(self) -> list[str]:
+        with self._reachable():
+            return cast(list[str], self._redis.zrange(self.KEY_TENANTS, 0, -1))
 
     # Writes: what operators do, through the CLI or the settings page.
 
@@ -97,9 +123,15 @@ class RedisRegistry:
         description: str = "",
         enabled: bool = True,
         rate_limit_per_second: int | None = None,
+        tenant: str | None = None,
     ) -> Endpoint:
         endpoint = new_endpoint(
-            url, events, description=description, enabled=enabled, rate_limit_per_second=rate_limit_per_second
+            url,
+            events,
+            description=description,
+            enabled=enabled,
+            rate_limit_per_second=rate_limit_per_second,
+            tenant=tenant,
         )
 
         def create(old: Endpoint | None) -> Endpoint:
@@ -153,6 +185,9 @@ class RedisRegistry:
     def _key(self, endpoint_id: str) -> str:
         return self.KEY_ENDPOINT.format(id=endpoint_id)
 
+    def _event_key(self, tenant: str, event_name: str) -> str:
+        return self.KEY_BY_EVENT.format(tenant=tenant, name=event_name)
+
     def _read(self, ids: list[str]) -> list[Endpoint]:
         """The endpoints with these ids, in this order, in one round trip; ids removed meanwhile are skipped."""
         if not ids:
@@ -189,9 +224,13 @@ class RedisRegistry:
                     if new == old:
                         pipe.unwatch()
                         return old, new
-                    score = pipe.incr(self.KEY_SEQUENCE) if old is None else None
+                    if new is not None and (old is None or old.tenant != new.tenant):
+                        self._check_room(pipe, new.tenant)
+                    score = (
+                        pipe.incr(self.KEY_SEQUENCE) if old is None else pipe.zscore(self.KEY_ENDPOINTS, endpoint_id)
+                    )
                     pipe.multi()
-                    self._stage(pipe, endpoint_id, old, new, score)
+                    self._stage(pipe, endpoint_id, old, new, float(score or 0))
                     pipe.execute()
                     return old, new
                 except redis.WatchError:
@@ -203,27 +242,52 @@ class RedisRegistry:
         endpoint_id: str,
         old: Endpoint | None,
         new: Endpoint | None,
-        score: int | None,
+        score: float,
     ) -> None:
-        """Queue the writes that take the document and the event index from ``old`` to ``new``."""
+        """Queue the writes that take the document and the indexes from ``old`` to ``new``; ``score`` orders the
+        endpoint by creation."""
         if new is None:
             pipe.delete(self._key(endpoint_id))
             pipe.zrem(self.KEY_ENDPOINTS, endpoint_id)
         else:
             pipe.set(self._key(endpoint_id), new.model_dump_json())
-            if score is not None:
-                pipe.zadd(self.KEY_ENDPOINTS, {endpoint_id: score})
-        before = old.events if old is not None else frozenset()
-        self._stage_index(pipe, endpoint_id, before, new.events if new is not None else frozenset())
+            pipe.zadd(self.KEY_ENDPOINTS, {endpoint_id: score})
+        if old is not None and (new is None or new.tenant != old.tenant):
+            self._stage_index(pipe, endpoint_id, old.tenant, old.events, frozenset(), score)
+        if new is not None:
+            kept = old.events if old is not None and old.tenant == new.tenant else frozenset()
+            self._stage_index(pipe, endpoint_id, new.tenant, kept, new.events, score)
 
     def _stage_index(
-        self, pipe: redis.client.Pipeline, endpoint_id: str, before: frozenset[str], after: frozenset[str]
+        self,
+        pipe: redis.client.Pipeline,
+        endpoint_id: str,
+        tenant: str,
+        before: frozenset[str],
+        after: frozenset[str],
+        score: float,
     ) -> None:
-        """Queue the writes that move the endpoint in the event index from the events ``before`` to ``after``."""
+        """Queue the writes that move the endpoint in ``tenant``'s indexes from the events ``before`` to ``after``
+        (none: out of the tenant's indexes)."""
         for name in sorted(before - after):
-            pipe.srem(self.KEY_BY_EVENT.format(name=name), endpoint_id)
+            pipe.srem(self._event_key(tenant, name), endpoint_id)
         for name in sorted(after):  # all, not only the new ones: heals an index an older version wrote
-            pipe.sadd(self.KEY_BY_EVENT.format(name=name), endpoint_id)
+            pipe.sadd(self._event_key(tenant, name), endpoint_id)
+        if after:
+            pipe.zadd(self.KEY_TENANTS, {tenant: 0})
+            pipe.zadd(self.KEY_TENANT_ENDPOINTS.format(tenant=tenant), {endpoint_id: score})
+        else:
+            pipe.zrem(self.KEY_TENANT_ENDPOINTS.format(tenant=tenant), endpoint_id)
+
+    def _check_room(self, pipe: redis.client.Pipeline, tenant: str) -> None:
+        """Refuse one more endpoint for ``tenant`` when it has its most (watched: two writers cannot both pass)."""
+        key = self.KEY_TENANT_ENDPOINTS.format(tenant=tenant)
+        pipe.watch(key)  # type: ignore[no-untyped-call]
+        if pipe.zcard(key) >= self.max_endpoints_per_tenant:
+            raise InvalidEndpointError(
+                f"The tenant {tenant!r} has {self.max_endpoints_per_tenant} endpoints, the most one may have "
+                "(WEBHOOKS_MAX_ENDPOINTS_PER_TENANT); remove one first."
+            )
 
     @contextmanager
     def _reachable(self) -> Iterator[None]:
@@ -238,21 +302,37 @@ class RedisRegistry:
             raise RegistryError(f"The endpoint registry at {self.location} failed: {str(exc).rstrip('.')}.") from None
 
     def index_every_endpoint(self) -> int:
-        """Add every endpoint to its events' sets (idempotent; one round trip to write); return how many.
+        """Put every endpoint in its tenant's indexes (idempotent; one round trip to write) and mark the layout;
+        return how many.
 
-        Run as a worker starts: an index written by a version that left disabled endpoints out is whole again.
+        Run as a worker starts, and by ``ensure_layout`` where none has: a registry written before tenants, or by a
+        version that left disabled endpoints out of the index, is whole again (the default tenant's, for documents
+        that name none).
         """
-        endpoints = self.list()
-        with self._reachable(), self._redis.pipeline(transaction=False) as pipe:
-            for endpoint in endpoints:
-                self._stage_index(pipe, endpoint.id, frozenset(), endpoint.events)
-            pipe.execute()
+        with self._reachable():
+            scores = dict(cast(list[tuple[str, float]], self._redis.zrange(self.KEY_ENDPOINTS, 0, -1, withscores=True)))
+            endpoints = self._read(list(scores))
+            with self._redis.pipeline(transaction=False) as pipe:
+                for endpoint in endpoints:
+                    self._stage_index(
+                        pipe, endpoint.id, endpoint.tenant, frozenset(), endpoint.events, scores[endpoint.id]
+                    )
+                pipe.set(self.KEY_LAYOUT, self.LAYOUT)
+                pipe.execute()
         return len(endpoints)
 
-    # Last, because inside the class body `list` names this method once it is defined.
-    def list(self) -> list[Endpoint]:
+    def ensure_layout(self) -> None:
+        """Index every endpoint unless this registry is marked with this release's layout (one read when it is)."""
         with self._reachable():
-            ids = cast(list[str], self._redis.zrange(self.KEY_ENDPOINTS, 0, -1))
+            marked = self._redis.get(self.KEY_LAYOUT) == self.LAYOUT
+        if not marked:
+            self.index_every_endpoint()
+
+    # Last, because inside the class body `list` names this method once it is defined.
+    def list(self, tenant: str | None = None) -> list[Endpoint]:
+        key = self.KEY_ENDPOINTS if tenant is None else self.KEY_TENANT_ENDPOINTS.format(tenant=tenant)
+        with self._reachable():
+            ids = cast(list[str], self._redis.zrange(key, 0, -1))
             return self._read(ids)
 
 

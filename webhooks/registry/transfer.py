@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from webhooks.events import EVENT_NAMES
-from webhooks.registry.base import Endpoint, SaveResult, WritableRegistry
+from webhooks.registry.base import Endpoint, SaveResult, WritableRegistry, default_tenant
 from webhooks.registry.yaml import load_endpoints
 
 #: First line of an exported file: it holds every secret, so it must be kept like one.
@@ -41,5 +41,7 @@ def export_document(endpoints: Iterable[Endpoint]) -> str:
         for empty in ("description", "disabled_reason"):
             if not entry[empty]:
                 del entry[empty]
+        if entry["tenant"] == default_tenant():  # absent means the default tenant, as in files written before tenants
+            del entry["tenant"]
         entries.append(entry)
     return EXPORT_HEADER + yaml.safe_dump({"endpoints": entries}, sort_keys=False, allow_unicode=True)

@@ -11,7 +11,8 @@ import fakeredis
 import pytest
 
 from tests.cli import unreachable_redis
-from tests.unit.pipeline.test_tasks import BODY
+from tests.macs import MACS, tied
+from tests.unit.pipeline.test_tasks import BODY, body
 from webhooks.endpoints import (
     KEY_INFLIGHT,
     KEY_PACE,
@@ -24,16 +25,20 @@ from webhooks.endpoints import (
     GivenBack,
     Hold,
     Later,
+    Notice,
     Send,
     Slot,
     stored_states,
     timed_out,
 )
 from webhooks.endpoints.gate import MIN_WAIT_SECONDS, REMOVED
+from webhooks.endpoints.guard import NOT_TIED
+from webhooks.endpoints.keys import KEY_TENANT_RATE
 from webhooks.endpoints.rules import CIRCUIT_TIMEOUTS
-from webhooks.log import Attempt
+from webhooks.log import Attempt, DeliveryLog, FannedOut
 from webhooks.pipeline.attempt import Made
 from webhooks.registry import Endpoint, MemoryRegistry
+from webhooks.tenants import Tenants
 
 DEADLINE_SECONDS = 20.0
 
@@ -41,6 +46,12 @@ DEADLINE_SECONDS = 20.0
 def endpoint(endpoint_id, **fields):
     secret = f"whsec_{endpoint_id}_0123456789abcdef"
     return Endpoint(id=endpoint_id, url=f"https://{endpoint_id}.example.com/", secret=secret, events=["all"], **fields)
+
+
+def gate_on(client, registry, log=None, **options):
+    """A gate with the tests' task MACs and ``log`` (else an empty one: it vouches for no old message)."""
+    log = DeliveryLog(fakeredis.FakeRedis(decode_responses=True)) if log is None else log
+    return Gate(client, registry, macs=MACS, log=log, **options)
 
 
 @pytest.fixture
@@ -56,7 +67,7 @@ def registry():
 
 @pytest.fixture
 def gate(client, registry):
-    return Gate(client, registry, limit=2, lapse_seconds=30, deadline_seconds=DEADLINE_SECONDS)
+    return gate_on(client, registry, limit=2, lapse_seconds=30, deadline_seconds=DEADLINE_SECONDS)
 
 
 @pytest.fixture
@@ -65,7 +76,7 @@ def books(client):
 
 
 def take(gate, endpoint_id="slow"):
-    (decision,) = gate.decide([Delivery(endpoint_id, "evt_1", BODY)])
+    (decision,) = gate.decide([Delivery(*tied(endpoint_id, "evt_1", BODY))])
     return decision
 
 
@@ -107,7 +118,7 @@ def test_an_endpoint_at_its_cap_is_told_to_wait_about_one_of_its_tasks_or_as_lon
     client, registry
 ):
     now = 1_000.0
-    gate = Gate(client, registry, limit=2, lapse_seconds=30, deadline_seconds=DEADLINE_SECONDS, clock=lambda: now)
+    gate = gate_on(client, registry, limit=2, lapse_seconds=30, deadline_seconds=DEADLINE_SECONDS, clock=lambda: now)
 
     def waits():
         decisions = [take(gate) for _ in range(50)]
@@ -146,7 +157,7 @@ def test_a_delivery_never_attempted_leaves_the_pace_alone(gate, books, registry,
 
 
 def test_a_dead_workers_slot_lapses(client, registry):
-    gate = Gate(client, registry, limit=1, lapse_seconds=-1, deadline_seconds=1)
+    gate = gate_on(client, registry, limit=1, lapse_seconds=-1, deadline_seconds=1)
     assert isinstance(take(gate), Send)
     assert isinstance(take(gate), Send)  # the first one had lapsed already
 
@@ -174,7 +185,7 @@ def clock():
 @pytest.fixture
 def paced(client, registry, clock):
     """A gate whose in-flight cap never binds, on the test's clock: only the rate limit (3 a second) does."""
-    return Gate(client, registry, limit=1_000, lapse_seconds=30, deadline_seconds=20, clock=lambda: clock[0])
+    return gate_on(client, registry, limit=1_000, lapse_seconds=30, deadline_seconds=20, clock=lambda: clock[0])
 
 
 def test_at_most_the_limit_start_in_one_second_and_the_next_waits_for_the_oldest_to_leave(paced, clock):
@@ -189,7 +200,7 @@ def test_at_most_the_limit_start_in_one_second_and_the_next_waits_for_the_oldest
 
 
 def test_a_refused_attempt_is_not_counted_and_endpoints_have_windows_of_their_own(client, registry):
-    one = Gate(client, registry, limit=1_000, lapse_seconds=30, deadline_seconds=20)
+    one = gate_on(client, registry, limit=1_000, lapse_seconds=30, deadline_seconds=20)
     registry.put(endpoint("once", rate_limit_per_second=1))
     registry.put(endpoint("billing", rate_limit_per_second=1))
     assert isinstance(take(one, "once"), Send)
@@ -201,7 +212,7 @@ def test_a_refused_attempt_is_not_counted_and_endpoints_have_windows_of_their_ow
 
 def test_a_delivery_handed_on_unattempted_gives_back_its_count_in_the_rate_window(client, registry, books):
     registry.put(endpoint("once", rate_limit_per_second=1))
-    gate = Gate(client, registry, limit=10, lapse_seconds=30, deadline_seconds=20)
+    gate = gate_on(client, registry, limit=10, lapse_seconds=30, deadline_seconds=20)
     send = take(gate, "once")
     assert isinstance(take(gate, "once"), Later)
     give_back(books, registry, send.slot)  # never attempted
@@ -209,25 +220,116 @@ def test_a_delivery_handed_on_unattempted_gives_back_its_count_in_the_rate_windo
 
 
 def test_a_store_that_cannot_be_reached_lets_every_delivery_go_without_a_slot_with_a_warning(registry, caplog):
-    gate = Gate(unreachable_redis(), registry, limit=1, lapse_seconds=30, deadline_seconds=20)
+    gate = gate_on(unreachable_redis(), registry, limit=1, lapse_seconds=30, deadline_seconds=20)
     with caplog.at_level(logging.WARNING, logger="webhooks.delivery"):
-        decisions = gate.decide([Delivery("limited", "evt_1", BODY), Delivery("slow", "evt_1", BODY)])
+        decisions = gate.decide([Delivery(*tied("limited", "evt_1", BODY)), Delivery(*tied("slow", "evt_1", BODY))])
     assert [(type(d), d.slot.id) for d in decisions] == [(Send, None), (Send, None)]
     assert "Endpoints 'limited', 'slow' were sent to without their in-flight caps and rate limits" in caplog.text
 
 
-def test_what_needs_no_store_is_decided_from_the_registry_and_the_body(gate, registry):
+def test_what_needs_no_store_is_decided_from_the_registry_and_the_mac(gate, registry):
     registry.put(endpoint("off", enabled=False))
     decisions = gate.decide(
         [
-            Delivery("gone", "evt_1", BODY),
-            Delivery("off", "evt_1", BODY),
-            Delivery("crm", "evt_1", '{"forged":true}'),
-            Delivery(OPERATOR_ENDPOINT_ID, "evt_2", "{}"),
-            Delivery("crm", "evt_1", BODY),
+            Delivery(*tied("gone", "evt_1", BODY)),
+            Delivery(*tied("off", "evt_1", BODY)),
+            Delivery("off", "evt_2", BODY, "0" * 64),  # a forged one is not held: enabling would send it
+            Delivery(*tied("crm", "evt_1", '{"forged":true}')[:3], "0" * 64),
+            Delivery(*tied(OPERATOR_ENDPOINT_ID, "evt_2", "{}")),
+            Delivery(*tied("crm", "evt_1", BODY)),
         ]
     )
-    gone, off, forged, operator, crm = decisions
+    gone, off, forged_off, forged, operator, crm = decisions
     assert (gone, off, operator) == (Drop(REMOVED), Hold(), Drop("WEBHOOKS_OPERATOR_WEBHOOK_URL is not set"))
-    assert isinstance(forged, Drop) and forged.reason.startswith("the body is not an event this service publishes")
+    assert forged_off == forged == Drop(NOT_TIED)
     assert isinstance(crm, Send) and crm.endpoint == registry.get("crm")
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        Delivery("crm", "evt_1", BODY, MACS.delivery("other", "evt_1", BODY)),  # another endpoint's
+        Delivery("crm", "evt_1", BODY, MACS.delivery("crm", "evt_2", BODY)),  # another event's
+        Delivery("crm", "evt_1", BODY + " ", MACS.delivery("crm", "evt_1", BODY)),  # another body
+        Delivery("crm", "evt_1", BODY, MACS.delivery("crm", "evt_1", BODY).upper()),  # not its bytes
+        Delivery("crm", "evt_1", BODY, 42),  # type: ignore[arg-type]  (not a string)
+    ],
+)
+def test_a_mac_made_for_anything_else_is_dropped(gate, changed):
+    assert gate.decide([changed]) == [Drop(NOT_TIED)]
+
+
+def test_a_mac_under_another_key_is_dropped(gate):
+    from webhooks.task_mac import TaskMac
+
+    other = TaskMac(b"another key, as a forger would guess it").tied("crm", "evt_1", BODY)
+    assert gate.decide([Delivery(*other)]) == [Drop(NOT_TIED)]
+
+
+def test_a_message_of_the_release_before_is_sent_only_when_the_log_holds_that_very_body(client, registry):
+    log = DeliveryLog(fakeredis.FakeRedis(decode_responses=True))
+    gate = gate_on(client, registry, log, limit=10, lapse_seconds=30, deadline_seconds=20)
+    log.enqueued([FannedOut("evt_1", "user_created", BODY, ["crm"])])  # as the fan-out wrote it
+    kept, other_endpoint, other_body, fresh_id = gate.decide(
+        [
+            Delivery("crm", "evt_1", BODY),
+            Delivery("slow", "evt_1", BODY),
+            Delivery("crm", "evt_1", BODY.replace("ada.lovelace", "eve")),
+            Delivery("crm", "evt_9", BODY),
+        ]
+    )
+    assert isinstance(kept, Send)
+    assert other_endpoint == other_body == fresh_id == Drop(NOT_TIED)
+
+
+def test_a_message_of_the_release_before_waits_for_a_log_that_cannot_be_read(client, registry):
+    gate = gate_on(client, registry, DeliveryLog(unreachable_redis()), limit=10, lapse_seconds=30, deadline_seconds=20)
+    (decision,) = gate.decide([Delivery("crm", "evt_1", BODY)])
+    assert isinstance(decision, Later) and decision.reason == "the delivery log cannot be read"
+
+
+def test_a_tenants_rate_cap_counts_all_its_endpoints_together_and_no_one_elses(client, clock):
+    registry = MemoryRegistry(
+        [endpoint("a1", tenant="small"), endpoint("a2", tenant="small"), endpoint("b1", tenant="big")]
+    )
+    Tenants(client, registry).save("small", rate_limit_per_second=2)
+    gate = gate_on(client, registry, limit=1_000, lapse_seconds=30, deadline_seconds=20, clock=lambda: clock[0])
+    batch = [Delivery(*tied(endpoint_id, f"evt_{n}", body(n))) for n in range(3) for endpoint_id in ("a1", "a2", "b1")]
+    decisions = gate.decide(batch)
+    by_endpoint = {
+        endpoint_id: [type(d) for d, one in zip(decisions, batch, strict=True) if one.endpoint_id == endpoint_id]
+        for endpoint_id in ("a1", "a2", "b1")
+    }
+    assert by_endpoint == {"a1": [Send, Later, Later], "a2": [Send, Later, Later], "b1": [Send, Send, Send]}
+    later = decisions[3]
+    assert (later.due - clock[0], later.reason) == (pytest.approx(1.0), "its tenant is at its rate limit")
+    # the four refused come back two a second, as the cap lets them go, not all at once
+    dues = [d.due - clock[0] for d in decisions if isinstance(d, Later)]
+    assert dues == [pytest.approx(1.0), pytest.approx(1.0), pytest.approx(2.0), pytest.approx(2.0)]
+    assert client.zcard(KEY_TENANT_RATE.format(tenant="small")) == 2
+    assert not client.exists(KEY_TENANT_RATE.format(tenant="big"))
+    clock[0] += 1.0
+    assert isinstance(take(gate, "a2"), Send)  # the window has moved on
+
+
+def test_the_operator_endpoint_is_never_held_to_a_tenants_cap(client):
+    operator = endpoint("crm").model_copy(update={"id": OPERATOR_ENDPOINT_ID})
+    registry = MemoryRegistry([endpoint("crm", tenant="default")])
+    Tenants(client, registry).save("default", rate_limit_per_second=1)
+    gate = gate_on(client, registry, limit=10, lapse_seconds=30, deadline_seconds=20, operator=operator)
+    notice = Notice("endpoint_disabled", "crm", "it answered 410 Gone", datetime.now(UTC)).body("evt_2")
+    decisions = gate.decide(
+        [Delivery(*tied("crm", "evt_1", BODY)), Delivery(*tied(OPERATOR_ENDPOINT_ID, "evt_2", notice))]
+    )
+    assert [type(d) for d in decisions] == [Send, Send]
+    assert isinstance(take(gate, "crm"), Later)
+
+
+def test_a_delivery_handed_on_unattempted_gives_back_its_count_in_its_tenants_window(client, books):
+    registry = MemoryRegistry([endpoint("a1", tenant="small"), endpoint("a2", tenant="small")])
+    Tenants(client, registry).save("small", rate_limit_per_second=1)
+    gate = gate_on(client, registry, limit=10, lapse_seconds=30, deadline_seconds=20)
+    send = take(gate, "a1")
+    assert send.slot.tenant == "small" and isinstance(take(gate, "a2"), Later)
+    give_back(books, registry, send.slot)  # never attempted
+    assert isinstance(take(gate, "a2"), Send)

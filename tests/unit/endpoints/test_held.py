@@ -58,3 +58,15 @@ def test_forget_keeps_what_was_held_meanwhile_and_discard_records_them_dropped()
     assert store.discard("crm") == 1
     assert store.count("crm") == 0
     assert "discarded" in (log.get("evt_3@crm").last_result or "")
+
+
+def test_a_tenants_held_deliveries_are_counted_and_deleted_by_its_endpoint_ids_and_no_one_elses():
+    store, log = held(hold_max=10)
+    store.hold("a1", [["evt_1", body(1)], ["evt_2", body(2)]])
+    store.hold("a2", [["evt_3", body(3)]])
+    store.hold("b1", [["evt_4", body(4)]])
+    assert store.counts(["a1", "a2", "a3"]) == {"a1": 2, "a2": 1, "a3": 0}
+    assert store.delete(["a1", "a2", "a3"]) == 3
+    assert store.counts(["a1", "a2", "b1"]) == {"a1": 0, "a2": 0, "b1": 1}
+    assert store.delete([]) == 0
+    assert store.peek("b1") == [["evt_4", body(4)]]

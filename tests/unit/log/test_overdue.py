@@ -8,15 +8,10 @@ import fakeredis
 import pytest
 
 from tests.attempts import write_attempt
-from tests.unit.log.test_store import BODY, Clock, attempt
+from tests.unit.log.test_store import BODY, attempt
 from webhooks.log import DeliveryLog, FannedOut, Overdue, State
 
 HOUR = 3600.0
-
-
-@pytest.fixture
-def clock():
-    return Clock()
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import fakeredis
 import pytest
 
 from tests.attempts import write_attempt
@@ -15,27 +14,6 @@ from webhooks.log.queries import DeliveryQuery, Page
 from webhooks.log.records import state_after
 
 BODY = '{"id":"evt_1","name":"user_created"}'
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def at(self) -> datetime:
-        return datetime.fromtimestamp(self.now, UTC)
-
-
-@pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def client():
-    return fakeredis.FakeRedis(decode_responses=True)
 
 
 @pytest.fixture
@@ -222,6 +200,20 @@ def test_a_cap_lowered_far_below_the_log_is_reached_over_several_writes(client, 
         sizes.append(len(log))
     assert sizes == [161, 122, 83, 49, 50]  # 40 trimmed a write (one new each), then under the cap
     assert log.get("evt_4@crm").state is State.PENDING
+
+
+def test_a_trim_deletes_in_chunks_so_that_no_one_command_holds_redis_long(client, clock, monkeypatch):
+    monkeypatch.setattr(retention, "TRIM_CHUNK", 7)
+    chunks = []
+    delete_chunk = retention.LogRetention._delete_chunk
+    monkeypatch.setattr(
+        retention.LogRetention,
+        "_delete_chunk",
+        lambda self, tenant, ids: (chunks.append(len(ids)), delete_chunk(self, tenant, ids)),
+    )
+    log = DeliveryLog(client, max_records=100, clock=clock)
+    log.enqueued([FannedOut("evt_1", "user_created", BODY, [f"ep{n:03}" for n in range(130)])])
+    assert chunks == [7, 7, 7, 7, 3] and len(log) == 99  # 31 trimmed: down to 1 % under the cap
 
 
 def test_an_unreachable_redis_is_a_delivery_log_error():

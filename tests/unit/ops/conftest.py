@@ -65,11 +65,11 @@ def post(client, path, page="/", **data):
     return client.post(path, data={"csrf_token": csrf_of(client.get(page)), **data})
 
 
-def attempt_series(log, event_id, endpoint_id, statuses, body='{"id":"evt","name":"user_created"}'):
-    """Record one attempt per status, as a worker would."""
+def attempt_series(log, event_id, endpoint_id, statuses, body='{"id":"evt","name":"user_created"}', tenant=None):
+    """Record one attempt per status, as a worker would (to an endpoint of ``tenant``)."""
     for number, status in enumerate(statuses, start=1):
         outcome = "delivered" if 200 <= status < 300 else "retry"
         attempt = Attempt(
             number, datetime.now(UTC), outcome, 42.0, status_code=status, response_excerpt=f"said {status}"
         )
-        write_attempt(log, event_id, endpoint_id, body, "user_created", attempt, state_after(outcome, number))
+        write_attempt(log, event_id, endpoint_id, body, "user_created", attempt, state_after(outcome, number), tenant)

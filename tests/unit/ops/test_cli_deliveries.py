@@ -144,7 +144,7 @@ def test_replaying_an_unknown_endpoint_is_an_error(services, history, sent):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("redeliver",), "Give either a delivery ID or --endpoint ID, not both and not neither."),
+        (("redeliver",), "Give either a delivery ID or --endpoint ID (or --tenant alone), not both and not neither."),
         (("redeliver", "evt_1@crm", "--endpoint", "crm"), "Give either a delivery ID or --endpoint ID"),
         (("deliveries", "--since", "yesterday"), "'yesterday' is not a duration"),
         (("deliveries", "--state", "lost"), "'lost' is not one of"),

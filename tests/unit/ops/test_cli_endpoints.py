@@ -23,6 +23,7 @@ from webhooks.settings import Settings
 
 RECORD_KEYS = [
     "id",
+    "tenant",
     "url",
     "events",
     "enabled",
@@ -90,6 +91,7 @@ def test_add_json_is_the_stable_record_with_the_secret(services, registry):
     assert list(record) == RECORD_KEYS
     assert record == {
         "id": endpoint.id,
+        "tenant": "default",
         "url": "https://a.example.com/",
         "events": list(EVENT_NAMES),
         "enabled": False,
@@ -178,6 +180,7 @@ def test_show_masks_the_secret_unless_revealed(services, crm):
     result = invoke(services, "endpoints", "show", crm.id)
     assert result.stdout.splitlines() == [
         f"id           {crm.id}",
+        "tenant       default",
         "url          https://crm.example.com/hooks",
         "events       user_created, user_updated",
         "enabled      yes",

@@ -24,7 +24,7 @@ DATA = json.dumps(sample_event_kwargs("message_clicked"))
 
 def published(enqueued, result):
     assert result.exit_code == 0, result.output
-    ((name, event_id, body),) = enqueued.events()
+    ((name, event_id, body, *_),) = enqueued.events()
     assert result.stdout == f"{event_id}\n"
     return name, json.loads(body)
 

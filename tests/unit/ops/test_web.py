@@ -168,7 +168,7 @@ def test_send_test_event_goes_to_this_endpoint_only(client, registry, enqueued):
     page = f"/endpoints/{endpoint.id}"
     response = post(client, f"{page}/test-event", page, event_name="company_created")
     assert response.status_code == 302
-    ((endpoint_id, event_id, body),) = [call.args for call in enqueued]
+    ((endpoint_id, event_id, body, _),) = [call.args for call in enqueued]
     assert endpoint_id == endpoint.id and '"name":"company_created"' in body
 
 

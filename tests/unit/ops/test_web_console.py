@@ -100,7 +100,7 @@ def test_a_test_event_to_a_disabled_endpoint_has_a_row_listed_as_held(app, clien
     registry.disable(endpoint.id)
     page = f"/endpoints/{endpoint.id}"
     assert post(client, f"{page}/test-event", page, event_name="user_created").status_code == 302
-    ((_, event_id, body),) = [call.args for call in enqueued]
+    ((_, event_id, body, _),) = [call.args for call in enqueued]
     assert log.get(f"{event_id}@{endpoint.id}").state is State.PENDING  # listed before its task runs
     services = app.extensions["webhooks"]
     HeldDeliveries.for_settings(services.store, log, dropper(log), services.settings).hold(

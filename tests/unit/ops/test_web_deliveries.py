@@ -229,7 +229,7 @@ def test_a_test_event_is_previewed_edited_and_sent_to_this_endpoint_only(client,
     edited = {"company": {**sample_event_kwargs("company_created")["company"], "name": "Edited Ltd"}}
     response = post(client, page, page, event_name="company_created", fields=json.dumps(edited))
     assert response.status_code == 302
-    ((endpoint_id, event_id, body),) = [call.args for call in enqueued]
+    ((endpoint_id, event_id, body, _),) = [call.args for call in enqueued]
     assert endpoint_id == endpoint.id and json.loads(body)["company"]["name"] == "Edited Ltd"
     assert json.loads(body)["id"] == event_id and json.loads(body)["name"] == "company_created"
 

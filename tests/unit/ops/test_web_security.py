@@ -9,9 +9,11 @@ import pytest
 from pydantic import SecretStr
 
 from tests.unit.ops.test_web import PASSWORD, csrf_of, settings
+from webhooks.ops.sign_in_links import sign_in_link
 from webhooks.ops.web import create_app, max_form_bytes
 from webhooks.ops.web.auth import DEVICE_COOKIE
 from webhooks.ops.web.sessions import FREE_ATTEMPTS, MAX_WAIT_SECONDS, LoginThrottle
+from webhooks.portal import portal_link
 from webhooks.registry import RedisRegistry
 
 
@@ -305,6 +307,25 @@ def test_a_browser_that_signed_in_before_is_never_locked_out_by_wrong_passwords_
     assert sign_in(app.test_client()).status_code == 429  # a browser never signed in waits, as before
     operator.post("/logout", data={"csrf_token": csrf_of(operator.get("/"))})
     assert sign_in(operator).status_code == 302  # the right password, while the address waits
+
+
+def test_a_sign_in_link_lets_a_new_browser_in_while_its_address_waits_once_and_only_with_the_key():
+    app = make_app(service_key="s" * 40)
+    services = app.extensions["webhooks"]
+    for _ in range(FREE_ATTEMPTS + 2):  # an attacker at the operator's address; the operator's browser is new
+        wrong(app.test_client())
+    operator = app.test_client()
+    assert sign_in(operator).status_code == 429
+    link = sign_in_link(services.settings, services.store)
+    assert operator.get(link).status_code == 302 and operator.get("/").status_code == 200
+    again = app.test_client().get(link)
+    assert again.status_code == 403 and "This sign-in link was used already" in again.get_data(as_text=True)
+    other_key = settings(service_key="t" * 40)
+    forged = app.test_client().get(sign_in_link(other_key, services.store))
+    assert forged.status_code == 403 and "This sign-in link is not valid" in forged.get_data(as_text=True)
+    portal = portal_link("default", settings=services.settings, store=services.store).rpartition("/")[2]
+    as_portal = app.test_client().get(f"/login/link/{portal}")  # a portal link never signs in the operator
+    assert as_portal.status_code == 403 and "not valid" in as_portal.get_data(as_text=True)
 
 
 def test_a_device_cookie_counts_its_own_wrong_passwords_and_a_forged_one_counts_for_nothing():

@@ -8,7 +8,7 @@ import math
 import fakeredis
 import pytest
 
-from webhooks.pipeline import housekeeping, reconcile
+from webhooks.pipeline import admission, housekeeping, reconcile
 from webhooks.pipeline.housekeeping import Chores
 from webhooks.queue import chores
 from webhooks.settings import Settings
@@ -100,3 +100,10 @@ def test_while_the_worker_runs_tasks_the_queue_is_looked_after_every_second(stor
         later - earlier <= housekeeping.BUSY_LOOK_SECONDS for earlier, later in zip(busy, busy[1:], strict=False)
     )
     assert len(queue.runs) - len(busy) <= 1  # idle again: the next look when the last one said
+
+
+def test_an_idle_worker_tends_the_tenants_admission_at_its_own_pace(store, looks, monkeypatch):
+    tended = []
+    monkeypatch.setattr(admission.Admission, "tend_and_send", lambda self, queue: tended.append(self.store) or 0)
+    tick(Chores(Broker(), None, "w1@host", idle), 1000.0, 60)
+    assert tended == [store] * int(60 / admission.TEND_EVERY_SECONDS)

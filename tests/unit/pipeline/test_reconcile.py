@@ -5,6 +5,7 @@ from __future__ import annotations
 import fakeredis
 import pytest
 
+from tests.macs import tied
 from webhooks.log import DeliveryLog, FannedOut
 from webhooks.metrics import RESENT
 from webhooks.pipeline import reconcile
@@ -32,7 +33,7 @@ def test_a_delivery_pending_past_the_limit_is_sent_again_once_and_counted(log, s
     store.delete(reconcile.KEY_LEASE)
     assert reconcile.reconcile(SETTINGS, log, store, redis_queue, now + 601) == 1
     ((call),) = enqueued
-    assert (call.name, call.args, call.retries) == ("webhooks.deliver", ("crm", "evt_1", BODY), 0)
+    assert (call.name, call.args, call.retries) == ("webhooks.deliver", tuple(tied("crm", "evt_1", BODY)), 0)
     assert RESENT._value.get() == before + 1
     assert "resent delivery=evt_1@crm attempts=0" in caplog.text
 

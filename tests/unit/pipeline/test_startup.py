@@ -49,10 +49,12 @@ def test_starting_puts_every_endpoint_of_a_redis_registry_in_its_events_index(mo
 
     registry = RedisRegistry(fakeredis.FakeRedis(decode_responses=True))
     endpoint = registry.add("https://a.example.com/", ["user_created"], enabled=False)
-    registry._redis.srem(RedisRegistry.KEY_BY_EVENT.format(name="user_created"), endpoint.id)  # an older version's
+    registry._redis.srem(
+        RedisRegistry.KEY_BY_EVENT.format(tenant="default", name="user_created"), endpoint.id
+    )  # an older version's
     monkeypatch.setattr(registry_module, "_installed", registry)
     check_worker_can_start(Settings(broker_url="memory://localhost/", registry="redis"))
-    assert registry.subscribers("user_created") == [endpoint.id]  # its events are held now, not dropped
+    assert registry.subscribers("default", "user_created") == [endpoint.id]  # its events are held now, not dropped
 
 
 def operator_settings(tmp_path, url, **settings):

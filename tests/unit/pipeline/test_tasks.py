@@ -13,9 +13,10 @@ from kombu.exceptions import OperationalError
 
 from tests import sent
 from tests.cli import unreachable_redis
+from tests.macs import event, tied
 from webhooks.errors import PermanentDeliveryError, RetryableDeliveryError
 from webhooks.events import build_event, serialize
-from webhooks.log import DeliveryLog, State
+from webhooks.log import DeliveryLog, DeliveryQuery, FannedOut, State
 from webhooks.pipeline import batch, stragglers, tasks
 from webhooks.pipeline.sender import Sender
 from webhooks.registry import Endpoint, MemoryRegistry
@@ -56,7 +57,7 @@ def registry(monkeypatch):
 
 
 def deliver(endpoint_id="crm"):
-    return tasks.deliver.apply(args=(endpoint_id, "evt_1", BODY))
+    return tasks.deliver.apply(args=tied(endpoint_id, "evt_1", BODY))
 
 
 @sent.activate
@@ -95,9 +96,9 @@ def test_a_disabled_endpoints_delivery_is_held_without_a_request(registry, log, 
 
 
 def test_fanout_gives_a_disabled_subscriber_its_deliveries_so_that_they_are_held(registry, enqueued):
-    assert tasks.fanout_many.apply(args=([["user_updated", "evt_1", BODY]],)).get() == 3
+    assert tasks.fanout_many.apply(args=([event("user_updated", "evt_1", BODY)],)).get() == 3
     ((call,),) = [enqueued]  # one batch for the three endpoints
-    assert sorted(endpoint_id for endpoint_id, _, _ in call.args[0]) == ["all", "crm", "off"]
+    assert sorted(endpoint_id for endpoint_id, *_ in call.args[0]) == ["all", "crm", "off"]
 
 
 @sent.activate
@@ -113,24 +114,32 @@ def test_an_unsafe_address_is_refused_once_and_not_retried(monkeypatch):
     registry = MemoryRegistry([Endpoint(id="meta", url="http://169.254.169.254/", secret=SECRET, events=["all"])])
     monkeypatch.setattr(tasks, "registry", lambda: registry)
     assert not tasks.settings.allow_private_networks
-    result = tasks.deliver.apply(args=("meta", "evt_1", BODY))
+    result = tasks.deliver.apply(args=tied("meta", "evt_1", BODY))
     assert isinstance(result.result, PermanentDeliveryError)
     assert "UnsafeAddress" in str(result.result)
     assert result.result.attempt == 1
 
 
 def test_fanout_enqueues_one_delivery_per_subscribed_endpoint_in_one_batch(registry, enqueued):
-    assert tasks.fanout_many.apply(args=([["user_created", "evt_1", BODY]],)).get() == 2
+    assert tasks.fanout_many.apply(args=([event("user_created", "evt_1", BODY)],)).get() == 2
     (batch,) = enqueued
-    assert (batch.name, batch.args) == ("webhooks.deliver_many", ([["crm", "evt_1", BODY], ["all", "evt_1", BODY]],))
+    assert (batch.name, batch.args[:2]) == (
+        "webhooks.deliver_many",
+        ([tied("crm", "evt_1", BODY), tied("all", "evt_1", BODY)], None),
+    )
+    assert batch.args[2][0] == "default"  # the tenant whose slot it holds
     assert batch.argsrepr == "[('crm', 'evt_1'), ('all', 'evt_1')]"
-    assert tasks.fanout_many.apply(args=([["company_created", "evt_2", BODY]],)).get() == 1
+    assert tasks.fanout_many.apply(args=([event("company_created", "evt_2", BODY)],)).get() == 1
 
 
 def test_fanout_many_batches_every_delivery_each_endpoints_together_in_one_push(registry, redis_queue, monkeypatch):
     pushes = []
     monkeypatch.setattr(redis_queue, "send", pushes.append)
-    events = [["user_created", "evt_1", BODY], ["company_created", "evt_2", BODY], ["user_created", "evt_3", "{}"]]
+    events = [
+        event("user_created", "evt_1", BODY),
+        event("company_created", "evt_2", BODY),
+        event("user_created", "evt_3", "{}"),
+    ]
     assert tasks.fanout_many.apply(args=(events,)).get() == 5
     ((batch,),) = pushes
     assert [delivery[:2] for delivery in batch.args[0]] == [
@@ -145,16 +154,16 @@ def test_fanout_many_batches_every_delivery_each_endpoints_together_in_one_push(
 def test_fanout_many_splits_its_deliveries_into_batches_of_at_most_deliveries_per_batch(registry, enqueued):
     from webhooks.pipeline.calls import DELIVERIES_PER_BATCH
 
-    events = [["user_created", f"evt_{n}", BODY] for n in range(DELIVERIES_PER_BATCH)]
+    events = [event("user_created", f"evt_{n}", BODY) for n in range(DELIVERIES_PER_BATCH)]
     assert tasks.fanout_many.apply(args=(events,)).get() == 2 * DELIVERIES_PER_BATCH
     assert [len(call.args[0]) for call in enqueued] == [DELIVERIES_PER_BATCH, DELIVERIES_PER_BATCH]
     assert enqueued[0].argsrepr.endswith(f"and {DELIVERIES_PER_BATCH - 10} more")
 
 
 def test_fanout_many_gives_an_endpoint_with_one_event_a_plain_delivery(registry, enqueued):
-    tasks.fanout_many.apply(args=([["company_created", "evt_2", BODY]],))
+    tasks.fanout_many.apply(args=([event("company_created", "evt_2", BODY)],))
     ((call,),) = [enqueued]
-    assert (call.name, call.args) == ("webhooks.deliver", ("all", "evt_2", BODY))
+    assert (call.name, call.args) == ("webhooks.deliver", tuple(tied("all", "evt_2", BODY)))
 
 
 @pytest.fixture
@@ -190,6 +199,20 @@ def test_an_always_failing_endpoint_ends_failed_in_the_log(registry, log):
     assert [a.status_code for a in delivery.history] == [500] * 11
 
 
+@sent.activate
+def test_an_attempt_is_logged_as_its_endpoints_tenants_and_a_refusal_keeps_the_records(log, monkeypatch):
+    acme = Endpoint(id="acme1", url="https://acme.example.com/", secret=SECRET, events=["user_created"], tenant="acme")
+    monkeypatch.setattr(tasks, "registry", lambda: MemoryRegistry([acme]))
+    sent.post("https://acme.example.com/", status=200)
+    tasks.deliver.apply(args=tied("acme1", "evt_1", BODY))
+    assert log.get("evt_1@acme1").tenant == "acme"
+    assert [d.id for d in log.find(tenant="acme")] == ["evt_1@acme1"]
+    log.enqueued([FannedOut("evt_1", "user_created", BODY, ["gone"], "acme")])
+    deliver("gone")  # removed since its fan-out: the record keeps its tenant
+    assert log.get("evt_1@gone").tenant == "acme"
+    assert {d.id for d in log.query(DeliveryQuery(tenant="acme", state=State.DROPPED)).deliveries} == {"evt_1@gone"}
+
+
 def test_a_dropped_delivery_is_logged_with_its_reason(registry, log):
     deliver("gone")
     delivery = log.get("evt_1@gone")
@@ -198,7 +221,7 @@ def test_a_dropped_delivery_is_logged_with_its_reason(registry, log):
 
 
 def test_fanout_lists_its_deliveries_as_pending_first(registry, log, enqueued):
-    tasks.fanout_many.apply(args=([["user_created", "evt_1", BODY]],))
+    tasks.fanout_many.apply(args=([event("user_created", "evt_1", BODY)],))
     assert {(d.id, d.state) for d in log.find()} == {("evt_1@crm", State.PENDING), ("evt_1@all", State.PENDING)}
 
 
@@ -210,11 +233,11 @@ def test_a_delivery_over_its_endpoints_cap_waits_on_the_queue_not_in_a_thread(re
     taken = {f"slot_{n}": datetime.now(UTC).timestamp() + 60 for n in range(tasks.settings.endpoint_concurrency)}
     store_client(tasks.settings).zadd(KEY_INFLIGHT.format(id="crm"), taken)  # every slot taken, by other workers
     before = datetime.now(UTC).timestamp()
-    assert tasks.deliver.apply(args=("crm", "evt_1", BODY), retries=3).successful()
+    assert tasks.deliver.apply(args=tied("crm", "evt_1", BODY), retries=3).successful()
     assert deliver_many(2).get() == {"waiting": 2}
     assert len(sent.calls) == 0
     single, batch = sorted(enqueued, key=lambda call: call.name)
-    assert (single.name, single.args, single.retries) == ("webhooks.deliver", ("crm", "evt_1", BODY), 3)
+    assert (single.name, single.args, single.retries) == ("webhooks.deliver", tuple(tied("crm", "evt_1", BODY)), 3)
     assert single.due is not None and single.due > before
     assert (batch.name, len(batch.args[0]), batch.retries) == ("webhooks.deliver_many", 2, 0)
 
@@ -277,7 +300,7 @@ def test_a_retry_reason_reads_as_a_sentence_in_flower():
 
 
 def deliver_many(count, endpoint_id="crm", **options):
-    deliveries = [[endpoint_id, f"evt_{n}", body(n)] for n in range(1, count + 1)]
+    deliveries = [tied(endpoint_id, f"evt_{n}", body(n)) for n in range(1, count + 1)]
     return tasks.deliver_many.apply(args=(deliveries,), **options)
 
 
@@ -301,7 +324,7 @@ def test_a_failed_attempt_in_a_batch_waits_for_its_retry_as_a_delivery_of_its_ow
     (retry,) = enqueued
     assert (retry.name, retry.args, retry.argsrepr) == (
         "webhooks.deliver",
-        ("crm", "evt_2", body(2)),
+        tuple(tied("crm", "evt_2", body(2))),
         "('crm', 'evt_2') after HTTP 503 from endpoint 'crm' (attempt 1 of 11)",  # what Flower shows
     )
     assert retry.retries == 1  # the next attempt is number 2 of 11, as the message says
@@ -351,8 +374,12 @@ def test_the_retry_of_a_batch_delivery_is_attempt_two_and_the_series_still_ends_
 def test_one_batch_serves_a_mix_of_endpoints_each_delivery_as_its_endpoint_says(registry, log, enqueued, held):
     sent.post(URL, status=503)
     sent.post("https://all.example.com/", status=200)
-    deliveries = [["crm", "evt_1", body(1)], ["off", "evt_2", body(2, "user_updated")], ["gone", "evt_3", body(3)]]
-    deliveries += [["all", "evt_4", body(4)], ["crm", "evt_5", body(5, "company_created")]]
+    deliveries = [
+        tied("crm", "evt_1", body(1)),
+        tied("off", "evt_2", body(2, "user_updated")),
+        tied("gone", "evt_3", body(3)),
+    ]
+    deliveries += [tied("all", "evt_4", body(4)), tied("crm", "evt_5", body(5, "company_created"))]
     result = tasks.deliver_many.apply(args=(deliveries,), retries=0)
     assert result.get() == {"retrying": 1, "delivered": 1, "dropped": 2, "held": 1}
     assert sorted(call.request.url for call in sent.calls) == ["https://all.example.com/", URL]
@@ -372,6 +399,7 @@ def test_a_batch_keeps_the_attempt_number_its_message_carries(registry, log, enq
 @sent.activate
 def test_a_batch_message_of_the_release_before_is_still_delivered(registry, log, enqueued):
     sent.post(URL, status=200)
+    log.enqueued([FannedOut(f"evt_{n}", "user_created", body(n), ["crm"]) for n in (1, 2)])  # as its fan-out wrote
     assert tasks.deliver_many.apply(args=("crm", [["evt_1", body(1)], ["evt_2", body(2)]])).get() == {"delivered": 2}
     assert [call.request.body for call in sent.calls] == [body(1).encode(), body(2).encode()]
 
@@ -413,10 +441,10 @@ def test_a_delivery_over_its_endpoints_rate_limit_waits_on_the_queue_until_the_w
     sent.post(URL, status=200)
     before = datetime.now(UTC).timestamp()
     for n in (1, 2, 3):
-        assert tasks.deliver.apply(args=("crm", f"evt_{n}", body(n)), retries=1).successful()
+        assert tasks.deliver.apply(args=tied("crm", f"evt_{n}", body(n)), retries=1).successful()
     assert [call.request.body for call in sent.calls] == [body(1).encode(), body(2).encode()]
     (again,) = enqueued
-    assert (again.name, again.args, again.retries) == ("webhooks.deliver", ("crm", "evt_3", body(3)), 1)
+    assert (again.name, again.args, again.retries) == ("webhooks.deliver", tuple(tied("crm", "evt_3", body(3))), 1)
     assert again.due is not None and before < again.due <= datetime.now(UTC).timestamp() + 1.0
 
 
@@ -427,7 +455,7 @@ def test_a_batch_sends_what_the_rate_limit_allows_and_the_rest_waits_as_one_task
     assert deliver_many(5, retries=2).get() == {"delivered": 2, "waiting": 3}
     assert len(sent.calls) == 2
     (rest,) = enqueued
-    assert (rest.name, [event_id for _, event_id, _ in rest.args[0]], rest.retries) == (
+    assert (rest.name, [event_id for _, event_id, *_ in rest.args[0]], rest.retries) == (
         "webhooks.deliver_many",
         ["evt_3", "evt_4", "evt_5"],
         2,
@@ -449,10 +477,42 @@ def test_a_batch_hands_a_slow_answer_to_its_process_and_the_process_settles_it(r
 
     monkeypatch.setattr(Sender, "_send", send)
     started = time.monotonic()
-    deliveries = [["crm", "evt_1", body(1)], ["all", "evt_2", body(2)]]
+    deliveries = [tied("crm", "evt_1", body(1)), tied("all", "evt_2", body(2))]
     assert tasks.deliver_many.apply(args=(deliveries,)).get() == {"delivered": 1, "handed_over": 1}
     assert time.monotonic() - started < stragglers.HANDOFF_SECONDS * 3  # the task did not wait for the slow one
     assert tasks.stragglers.drain(10)
     slow = log.get("evt_2@all")
     assert (slow.state, slow.attempts, slow.last_result) == (State.RETRYING, 1, "HTTP 503")
     assert slow.next_retry_at is not None
+
+
+@sent.activate
+def test_an_admitted_batch_that_ends_frees_its_slot_and_sends_its_tenants_next_parked_batch(registry, log, enqueued):
+    from webhooks.pipeline.calls import DELIVERIES_PER_BATCH
+
+    sent.post("https://all.example.com/", status=200)
+    events = [event("company_created", f"evt_{n}", body(n, "company_created")) for n in range(DELIVERIES_PER_BATCH * 6)]
+    tasks.fanout_many.apply(args=(events,))  # 6 batches, all to the endpoint "all"
+    admission = tasks.admission()
+    limit = admission.limit
+    assert admission.waiting("default") == (limit, 6 - limit)
+    first = enqueued[0]
+    assert sum(tasks.deliver_many.apply(args=first.args).get().values()) == DELIVERIES_PER_BATCH
+    assert admission.waiting("default") == (limit, 6 - limit - 1)
+    queued = [call for call in enqueued if call.name == "webhooks.deliver_many" and call.due is None]
+    assert len(queued) == limit + 1  # the next parked batch, sent when the first ended
+
+
+@sent.activate
+def test_an_admitted_batch_put_back_on_the_queue_keeps_its_slot(registry, log, monkeypatch):
+    admission = tasks.admission()
+    (call,) = admission.admit({"t1": [tied("crm", f"evt_{n}", body(n)) for n in range(2)]})
+
+    def refused(parts, ran):
+        raise OperationalError("The broker is down.")
+
+    monkeypatch.setattr(batch, "settle", refused)
+    sent.post(URL, status=200)
+    result = tasks.deliver_many.apply(args=call.args)
+    assert isinstance(result.result, Reject)
+    assert admission.waiting("t1") == (1, 0)

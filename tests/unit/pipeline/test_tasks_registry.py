@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from tests import sent
+from tests.macs import event, tied
 from tests.unit.pipeline.test_tasks import BODY
 from webhooks.errors import RegistryUnavailableError
 from webhooks.pipeline import batch, fanout, tasks
@@ -33,9 +34,9 @@ class FlakyRegistry(MemoryRegistry):
         self._fail_first()
         return super().get_many(endpoint_ids)
 
-    def subscribers(self, event_name):
+    def subscribers(self, tenant, event_name):
         self._fail_first()
-        return super().subscribers(event_name)
+        return super().subscribers(tenant, event_name)
 
 
 @sent.activate
@@ -44,10 +45,10 @@ def test_a_delivery_waits_for_an_unreachable_registry_and_loses_no_attempt(monke
     monkeypatch.setattr(tasks, "registry", lambda: registry)
     sent.post(URL, status=200)
     before = time.time()
-    assert tasks.deliver.apply(args=("crm", "evt_1", BODY), retries=4).successful()
+    assert tasks.deliver.apply(args=tied("crm", "evt_1", BODY), retries=4).successful()
     assert len(sent.calls) == 0
     (again,) = enqueued  # the same delivery, sent for later with the attempts it had: the next is still 5
-    assert (again.name, again.args, again.retries) == ("webhooks.deliver", ("crm", "evt_1", BODY), 4)
+    assert (again.name, again.args, again.retries) == ("webhooks.deliver", tuple(tied("crm", "evt_1", BODY)), 4)
     assert before < again.due <= time.time() + batch.REGISTRY_WAIT_MAX_SECONDS
     assert "1 deliveries wait for it and lose no attempt." in caplog.text
     assert tasks.deliver.apply(args=again.args, retries=again.retries).successful()
@@ -56,7 +57,7 @@ def test_a_delivery_waits_for_an_unreachable_registry_and_loses_no_attempt(monke
 
 def test_a_batch_waits_for_an_unreachable_registry_and_loses_no_attempt(monkeypatch, enqueued):
     monkeypatch.setattr(tasks, "registry", lambda: FlakyRegistry(failures=1))
-    deliveries = [["crm", "evt_1", BODY], ["crm", "evt_2", BODY]]
+    deliveries = [tied("crm", "evt_1", BODY), tied("crm", "evt_2", BODY)]
     assert tasks.deliver_many.apply(args=(deliveries,)).get() == {"waiting": 2}
     (again,) = enqueued
     assert (again.name, again.args, again.retries) == ("webhooks.deliver_many", (deliveries,), 0)
@@ -65,15 +66,17 @@ def test_a_batch_waits_for_an_unreachable_registry_and_loses_no_attempt(monkeypa
 def test_fanout_retries_when_the_registry_is_unreachable(monkeypatch, enqueued):
     registry = FlakyRegistry(failures=1)
     monkeypatch.setattr(tasks, "registry", lambda: registry)
-    result = tasks.fanout_many.apply(args=([["user_created", "evt_1", BODY]],))
+    result = tasks.fanout_many.apply(args=([event("user_created", "evt_1", BODY)],))
     assert result.successful() and result.result == 1
-    assert [call.args for call in enqueued] == [("crm", "evt_1", BODY)]
+    assert [call.args for call in enqueued] == [tuple(tied("crm", "evt_1", BODY))]
 
 
 def test_a_fanout_outlasts_any_outage_of_the_registry_and_says_that_events_wait(monkeypatch, enqueued, caplog):
     registry = FlakyRegistry(failures=3 * tasks.MAX_RETRIES)  # far more tries than any delivery gets
     monkeypatch.setattr(tasks, "registry", lambda: registry)
-    result = tasks.fanout_many.apply(args=([["user_created", "evt_1", BODY], ["user_created", "evt_2", BODY]],))
+    result = tasks.fanout_many.apply(
+        args=([event("user_created", "evt_1", BODY), event("user_created", "evt_2", BODY)],)
+    )
     assert result.successful() and result.result == 2
     waiting = [record.getMessage() for record in caplog.records if "wait for their fan-out" in record.getMessage()]
     assert len(waiting) == 3 * tasks.MAX_RETRIES

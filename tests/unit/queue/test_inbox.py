@@ -11,6 +11,7 @@ import pytest
 from kombu.exceptions import OperationalError
 
 from tests.cli import unreachable_redis
+from tests.unit.pipeline.test_tasks import body
 from tests.waiting import wait_until
 from webhooks import PublishError, publish_event
 from webhooks.celery_app import app
@@ -68,7 +69,7 @@ def per_endpoint(calls):
     """The event ids each endpoint's deliveries carry, in the order the delivery tasks were sent."""
     ids: dict[str, list[str]] = {}
     for call in calls:
-        for endpoint_id, event_id, _ in call.args[0]:
+        for endpoint_id, event_id, *_ in call.args[0]:
             ids.setdefault(endpoint_id, []).append(event_id)
     return ids
 
@@ -169,6 +170,21 @@ def test_an_unreachable_broker_raises_publish_error_and_the_event_is_not_publish
         publish(1)
 
 
+def test_an_entry_of_the_previous_release_is_the_default_tenants_and_other_tenants_get_nothing(
+    broker, registry, enqueued
+):
+    registry.put(
+        Endpoint(
+            id="acme", tenant="acme", url="https://a.example.com/", secret="whsec_acme_0123456789abcd", events="all"
+        )
+    )
+    old = body("old")  # [name, id, body]: before tenants (and task MACs), validated as an event instead
+    broker.rpush(KEY_INBOX, json.dumps(["user_created", "evt_old", old]))
+    (new,) = publish(1)
+    assert tasks.fanout_inbox.apply(task_id=lease(broker)).get() == 4
+    assert per_endpoint(enqueued) == {"crm": ["evt_old", new], "all": ["evt_old", new]}
+
+
 class FlakyRegistry(MemoryRegistry):
     """Unreachable for its first ``subscribers`` lookup."""
 
@@ -176,11 +192,11 @@ class FlakyRegistry(MemoryRegistry):
         super().__init__(endpoints)
         self.down = True
 
-    def subscribers(self, event_name):
+    def subscribers(self, tenant, event_name):
         if self.down:
             self.down = False
             raise RegistryUnavailableError("The endpoint registry at redis://127.0.0.1:1/0 cannot be reached: down.")
-        return super().subscribers(event_name)
+        return super().subscribers(tenant, event_name)
 
 
 def test_a_fanout_retried_after_a_registry_outage_keeps_its_events_and_sends_each_once(
@@ -204,7 +220,7 @@ def test_an_entry_that_is_not_an_event_is_logged_and_taken_with_the_others(broke
     assert per_endpoint(enqueued) == {"crm": [first, last], "all": [first, last]}
     assert broker.llen(KEY_INBOX) == 0 and not broker.exists(KEY_LEASE)
     dropped = [record.getMessage() for record in caplog.records if record.name == "webhooks.inbox"]
-    assert len(dropped) == 5 and all("is not an event [name, id, body], so it is dropped" in m for m in dropped)
+    assert len(dropped) == 5 and all("is not an event [name, id, body, tenant], so it is dropped" in m for m in dropped)
 
 
 def test_an_event_published_after_the_lease_lapsed_with_its_task_schedules_a_new_fanout_task(broker, redis_queue):
@@ -246,7 +262,7 @@ def test_in_the_store_the_fanout_task_takes_its_events_and_hands_the_lease_on_on
     append(store_inbox, "evt_1")
     ((_, first),) = store_inbox.sent
     claimed = store_inbox.claim(first, 100)
-    assert claimed.events == [("user_created", "evt_1", "{}")]
+    assert claimed.events == [["user_created", "evt_1", "{}"]]
     append(store_inbox, "evt_2")  # while it fans out: it will hand on
     assert store_inbox.done(first, claimed.taken, inbox_fanout_call()) == 1
     second = store_inbox.sent[-1][1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -57,7 +58,10 @@ def registry(server, clock):
 def index(registry: RedisRegistry) -> dict[str, set[str]]:
     """The per-event sets as stored, for every event name."""
     client = registry._redis
-    return {name: set(client.smembers(RedisRegistry.KEY_BY_EVENT.format(name=name))) for name in EVENT_NAMES}
+    return {
+        name: set(client.smembers(RedisRegistry.KEY_BY_EVENT.format(tenant="default", name=name)))
+        for name in EVENT_NAMES
+    }
 
 
 def expected_index(registry: RedisRegistry) -> dict[str, set[str]]:
@@ -69,7 +73,7 @@ def expected_index(registry: RedisRegistry) -> dict[str, set[str]]:
 def assert_consistent(registry: RedisRegistry) -> None:
     assert index(registry) == expected_index(registry)
     for name in EVENT_NAMES:
-        assert set(registry.subscribers(name)) == expected_index(registry)[name]
+        assert set(registry.subscribers("default", name)) == expected_index(registry)[name]
 
 
 # add, get, list
@@ -134,9 +138,9 @@ def test_an_endpoint_an_older_version_left_out_of_the_index_is_put_back_by_any_w
     other = registry.add("https://b.example.com/", ["user_created"], enabled=False)
     for endpoint in (kept_out, other):
         for name in endpoint.events:
-            registry._redis.srem(RedisRegistry.KEY_BY_EVENT.format(name=name), endpoint.id)
+            registry._redis.srem(RedisRegistry.KEY_BY_EVENT.format(tenant="default", name=name), endpoint.id)
     registry.enable(kept_out.id)  # its events did not change, yet it is indexed again
-    assert registry.subscribers("user_created") == [kept_out.id]
+    assert registry.subscribers("default", "user_created") == [kept_out.id]
     assert registry.index_every_endpoint() == 2
     assert_consistent(registry)
 
@@ -144,7 +148,7 @@ def test_an_endpoint_an_older_version_left_out_of_the_index_is_put_back_by_any_w
 def test_a_disabled_endpoint_is_listed_and_indexed_so_that_its_deliveries_are_held(registry):
     endpoint = registry.add("https://a.example.com/", ["user_created"], enabled=False)
     assert registry.list() == [endpoint]
-    assert registry.subscribers("user_created") == [endpoint.id]
+    assert registry.subscribers("default", "user_created") == [endpoint.id]
     assert_consistent(registry)
 
 
@@ -161,7 +165,9 @@ def test_keys_come_from_the_class_templates(registry):
         f"webhooks:endpoint:{endpoint.id}",
         "webhooks:endpoints",
         "webhooks:endpoints:sequence",
-        "webhooks:event:user_created",
+        "webhooks:tenant:default:endpoints",
+        "webhooks:tenant:default:event:user_created",
+        "webhooks:tenants",
     ]
 
 
@@ -172,9 +178,9 @@ def test_subscribed_returns_the_endpoints_subscribed_to_the_event_enabled_or_not
     crm = registry.add("https://crm.example.com/", ["user_created", "user_updated"])
     every = registry.add("https://all.example.com/", ["all"])
     off = registry.add("https://off.example.com/", ["all"], enabled=False)
-    assert set(registry.subscribers("user_created")) == {crm.id, every.id, off.id}
-    assert set(registry.subscribers("company_created")) == {every.id, off.id}
-    assert registry.subscribers("no_such_event") == []
+    assert set(registry.subscribers("default", "user_created")) == {crm.id, every.id, off.id}
+    assert set(registry.subscribers("default", "company_created")) == {every.id, off.id}
+    assert registry.subscribers("default", "no_such_event") == []
 
 
 def test_the_index_follows_updates_of_the_events(registry):
@@ -207,7 +213,10 @@ def test_update_of_a_disabled_endpoint_moves_it_in_the_index(registry):
     endpoint = registry.add("https://a.example.com/", ["user_created"], enabled=False)
     registry.update(endpoint.id, events=["company_created"])
     assert_consistent(registry)
-    assert (registry.subscribers("user_created"), registry.subscribers("company_created")) == ([], [endpoint.id])
+    assert (registry.subscribers("default", "user_created"), registry.subscribers("default", "company_created")) == (
+        [],
+        [endpoint.id],
+    )
 
 
 OPERATIONS = st.lists(
@@ -264,7 +273,7 @@ def test_fan_out_reads_take_one_round_trip_whatever_the_number_of_endpoints(endp
             )
         )
     CountingRedis.round_trips = 0
-    found = registry.subscribers("user_created")
+    found = registry.subscribers("default", "user_created")
     assert len(found) == endpoints
     assert CountingRedis.round_trips == 1  # SMEMBERS: the documents are read at send time
 
@@ -416,7 +425,7 @@ def test_add_never_overwrites_an_existing_id(registry, monkeypatch):
 def test_an_unreachable_redis_raises_registry_unavailable_naming_the_server(server, registry):
     server.connected = False
     with pytest.raises(RegistryUnavailableError, match=r"^The endpoint registry at redis://\S+ cannot be reached"):
-        registry.subscribers("user_created")
+        registry.subscribers("default", "user_created")
     with pytest.raises(RegistryUnavailableError):
         registry.add("https://a.example.com/", ["user_created"])
 
@@ -438,3 +447,61 @@ def test_get_many_reads_the_endpoints_asked_for_in_order_and_skips_the_missing(r
     first, second = registry.add("https://a.example/", ["all"]), registry.add("https://b.example/", ["all"])
     assert [e.id for e in registry.get_many([second.id, "ep_gone", first.id])] == [second.id, first.id]
     assert registry.get_many([]) == []
+
+
+# tenants
+
+
+def test_each_tenant_has_its_own_subscribers_list_and_place_in_the_tenants(registry):
+    acme = registry.add("https://a.example.com/", ["user_created"], tenant="acme")
+    globex = registry.add("https://g.example.com/", ["user_created", "company_created"], tenant="globex")
+    mine = registry.add("https://d.example.com/", ["user_created"])
+    assert registry.subscribers("acme", "user_created") == [acme.id]
+    assert registry.subscribers("globex", "user_created") == [globex.id]
+    assert registry.subscribers("default", "user_created") == [mine.id]
+    assert registry.subscribers("acme", "company_created") == []
+    assert registry.list("globex") == [globex] and registry.list() == [acme, globex, mine]
+    assert registry.tenants() == ["acme", "default", "globex"]
+
+
+def test_an_endpoint_saved_under_another_tenant_leaves_the_first_ones_indexes(registry):
+    endpoint = registry.add("https://a.example.com/", ["user_created"], tenant="acme")
+    assert registry.save(endpoint.model_copy(update={"tenant": "globex"})) == "updated"
+    assert registry.subscribers("acme", "user_created") == [] and registry.list("acme") == []
+    assert registry.subscribers("globex", "user_created") == [endpoint.id]
+    registry.remove(endpoint.id)
+    assert registry.list("globex") == [] and registry.subscribers("globex", "user_created") == []
+
+
+def test_a_tenant_at_its_most_endpoints_is_refused_one_more_with_a_sentence(server, clock):
+    registry = RedisRegistry(fakeredis.FakeRedis(server=server, decode_responses=True), max_endpoints_per_tenant=2)
+    for _ in range(2):
+        registry.add("https://a.example.com/", ["user_created"], tenant="acme")
+    with pytest.raises(InvalidEndpointError, match=r"^The tenant 'acme' has 2 endpoints, the most one may have"):
+        registry.add("https://a.example.com/", ["user_created"], tenant="acme")
+    registry.add("https://b.example.com/", ["user_created"], tenant="globex")  # other tenants are not counted
+    assert len(registry.list("acme")) == 2
+
+
+def test_an_invalid_tenant_is_refused_with_a_sentence_and_nothing_written(registry):
+    with pytest.raises(InvalidEndpointError, match=r"^The tenant id 'a/b' is not valid"):
+        registry.add("https://a.example.com/", ["user_created"], tenant="a/b")
+    assert registry._redis.keys("*") == []
+
+
+def test_a_registry_written_before_tenants_becomes_the_default_tenants_on_first_look(registry):
+    """Today's layout before tenants: documents without a tenant, one set per event name for everybody."""
+    client = registry._redis
+    old = {"id": "crm", "url": "https://crm.example.com/", "secret": "whsec_crm_0123456789abcdef"}
+    client.set("webhooks:endpoint:crm", json.dumps({**old, "events": ["user_created"], "enabled": False}))
+    client.zadd("webhooks:endpoints", {"crm": 1})
+    client.set("webhooks:endpoints:sequence", 1)
+    client.sadd("webhooks:event:user_created", "crm")
+    assert registry.subscribers("default", "user_created") == []  # not yet: nothing has looked
+    registry.ensure_layout()
+    assert registry.subscribers("default", "user_created") == ["crm"]
+    assert registry.get("crm").tenant == "default" and registry.list("default") == [registry.get("crm")]
+    assert client.smembers("webhooks:event:user_created") == {"crm"}  # left for the previous release's workers
+    client.srem(RedisRegistry.KEY_BY_EVENT.format(tenant="default", name="user_created"), "crm")
+    registry.ensure_layout()  # marked: one read, no re-index
+    assert registry.subscribers("default", "user_created") == []

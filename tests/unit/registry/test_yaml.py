@@ -44,8 +44,8 @@ def load(tmp_path, text):
 def test_loads_endpoints_and_filters_subscribers(tmp_path):
     registry = load(tmp_path, GOOD)
     assert [endpoint.id for endpoint in registry.list()] == ["crm", "everything", "paused"]
-    assert registry.subscribers("user_created") == ["crm", "everything", "paused"]  # paused: held
-    assert registry.subscribers("company_created") == ["everything"]
+    assert registry.subscribers("default", "user_created") == ["crm", "everything", "paused"]  # paused: held
+    assert registry.subscribers("default", "company_created") == ["everything"]
     assert len(registry.get("everything").events) == 12
     assert registry.get("everything").description == "Data warehouse"
     assert (registry.get("paused").rate_limit_per_second, registry.get("crm").rate_limit_per_second) == (5, None)

@@ -12,6 +12,7 @@ from webhooks.events import EVENT_NAMES
 from webhooks.log import STATE_NAMES, DeliveryQuery, State
 from webhooks.log.queries import MAX_PAGE_SIZE
 from webhooks.ops.cli.base import main, pass_services
+from webhooks.ops.cli.endpoints import owned
 from webhooks.ops.cli.output import delivery_details, delivery_record, delivery_table, echo_json
 from webhooks.ops.redelivery import REPLAYABLE, redeliver_failed
 from webhooks.ops.redelivery import redeliver as redeliver_one
@@ -39,6 +40,7 @@ class Duration(click.ParamType[timedelta, object]):
 @main.group(invoke_without_command=True)
 @click.option("--state", type=click.Choice(STATE_NAMES), help="Only deliveries in this state.")
 @click.option("--endpoint", "endpoint_id", metavar="ID", help="Only deliveries to this endpoint.")
+@click.option("--tenant", metavar="TENANT", help="Only deliveries to this tenant's endpoints.")
 @click.option("--event", "event_id", metavar="ID", help="Only deliveries of this event.")
 @click.option("--kind", "event_name", type=click.Choice(EVENT_NAMES), help="Only deliveries of this event kind.")
 @click.option("--since", type=Duration(), help="Only deliveries (re)started within this long, such as 2h.")
@@ -53,6 +55,7 @@ def deliveries(
     ctx: click.Context,
     state: str | None,
     endpoint_id: str | None,
+    tenant: str | None,
     event_id: str | None,
     event_name: str | None,
     since: timedelta | None,
@@ -65,8 +68,11 @@ def deliveries(
     if ctx.invoked_subcommand is not None:
         return
     services = ctx.ensure_object(Services)
+    if tenant is not None:
+        services.tenants.check(tenant)  # an unknown tenant is named, not listed as having no deliveries
     now = datetime.now(UTC)
     query = DeliveryQuery(
+        tenant=tenant,
         state=State(state) if state else None,
         endpoint_id=endpoint_id,
         event_id=event_id,
@@ -108,6 +114,9 @@ def show(services: Services, delivery_id: str, as_json: bool) -> None:
 @click.argument("delivery_id", metavar="[ID]", required=False)
 @click.option("--endpoint", "endpoint_id", metavar="ID", help="Replay this endpoint's deliveries in --state.")
 @click.option(
+    "--tenant", metavar="TENANT", help="Replay every endpoint's of this tenant; with ID or --endpoint: check theirs."
+)
+@click.option(
     "--state",
     type=click.Choice([state.value for state in REPLAYABLE]),
     default=State.FAILED.value,
@@ -121,22 +130,38 @@ def redeliver(
     services: Services,
     delivery_id: str | None,
     endpoint_id: str | None,
+    tenant: str | None,
     state: str,
     since: timedelta | None,
     force: bool,
 ) -> None:
-    """Send a delivery again (ID), or every failed one of an endpoint (--endpoint): same body, fresh signature."""
-    if (delivery_id is None) == (endpoint_id is None):
-        raise click.UsageError("Give either a delivery ID or --endpoint ID, not both and not neither.")
+    """Send a delivery again (ID), or every failed one of an endpoint (--endpoint) or of a tenant (--tenant alone):
+    same body, fresh signature."""
+    both = delivery_id is not None and endpoint_id is not None
+    if both or (delivery_id is None and endpoint_id is None and tenant is None):
+        raise click.UsageError(
+            "Give either a delivery ID or --endpoint ID (or --tenant alone), not both and not neither."
+        )
     if delivery_id is not None:
+        if tenant is not None:
+            owner = services.log.get(delivery_id).tenant
+            if owner != services.tenants.check(tenant):
+                raise click.ClickException(f"Delivery {delivery_id!r} belongs to tenant {owner!r}, not {tenant!r}.")
         delivery = redeliver_one(services.log, delivery_id, force=force)
         click.echo(f"Redelivering {delivery.id} (series {delivery.series}).")
         return
-    assert endpoint_id is not None
     if force:
         raise RedeliveryError("--force applies to one delivery ID only; a replay sends failed or dropped ones.")
-    services.registry.get(endpoint_id)  # an unknown id is an error (EndpointNotFoundError), not "0 deliveries"
-    replayed = redeliver_failed(services.log, endpoint_id, state=State(state), since=since)
-    click.echo(
-        f"Redelivering {plural(len(replayed), f'{state} delivery', f'{state} deliveries')} of endpoint {endpoint_id!r}."
-    )
+    if endpoint_id is None:
+        assert tenant is not None
+        endpoint_ids = [endpoint.id for endpoint in services.tenants.endpoints(tenant)]
+        whose = f"tenant {tenant!r}"
+    else:
+        # an unknown id is an error (EndpointNotFoundError), not "0 deliveries"
+        endpoint_ids, whose = [owned(services, endpoint_id, tenant).id], f"endpoint {endpoint_id!r}"
+    replayed = [
+        delivery
+        for one in endpoint_ids
+        for delivery in redeliver_failed(services.log, one, state=State(state), since=since)
+    ]
+    click.echo(f"Redelivering {plural(len(replayed), f'{state} delivery', f'{state} deliveries')} of {whose}.")

@@ -35,6 +35,9 @@ from webhooks.registry.base import DEFAULT_OVERLAP_SECONDS, MAX_RATE_LIMIT_PER_S
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (stable keys) instead of text.")
 reveal_option = click.option("--reveal", is_flag=True, help="Show secrets in full instead of masked.")
 endpoint_id_argument = click.argument("endpoint_id", metavar="ID")
+tenant_option = click.option(
+    "--tenant", "tenant", default=None, metavar="TENANT", help="The tenant's endpoints only (an id is checked)."
+)
 Command = TypeVar("Command", bound=Callable[..., Any])
 
 
@@ -70,6 +73,14 @@ def known_events(events: tuple[str, ...]) -> None:
         raise InvalidEndpointError(str(exc)) from None
 
 
+def owned(services: Services, endpoint_id: str, tenant: str | None) -> Endpoint:
+    """The endpoint, checked to belong to ``tenant`` when one is given (EndpointNotFoundError if there is none)."""
+    endpoint = services.registry.get(endpoint_id)
+    if tenant is not None and endpoint.tenant != services.tenants.check(tenant):
+        raise click.ClickException(f"Endpoint {endpoint_id!r} belongs to tenant {endpoint.tenant!r}, not {tenant!r}.")
+    return endpoint
+
+
 def show(endpoint: Endpoint, *, as_json: bool, reveal: bool = False, message: str = "") -> None:
     """Print one endpoint: its JSON record, or ``message`` and then its fields."""
     record = endpoint_record(endpoint, now=datetime.now(UTC), reveal=reveal)
@@ -94,6 +105,9 @@ def endpoints() -> None:
 @rate_limit_option(
     f"Send it at most N requests per second, 1 to {MAX_RATE_LIMIT_PER_SECOND} (0 or `none`: no limit, the default)."
 )
+@click.option(
+    "--tenant", default=None, metavar="TENANT", help="The tenant it belongs to (default: the default tenant)."
+)
 @json_option
 @pass_services
 def add(
@@ -103,6 +117,7 @@ def add(
     description: str,
     disabled: bool,
     rate_limit: int | None,
+    tenant: str | None,
     as_json: bool,
 ) -> None:
     """Add an endpoint for URL; prints its id and secret.
@@ -113,21 +128,24 @@ def add(
     known_events(events)  # before the URL's DNS lookup: a typo is named at once
     check_deliverable(url, AddressPolicy.of(services.settings))  # the settings page's rules
     endpoint = registry.add(
-        url, events, description=description, enabled=not disabled, rate_limit_per_second=rate_limit
+        url, events, description=description, enabled=not disabled, rate_limit_per_second=rate_limit, tenant=tenant
     )
     show(endpoint, as_json=as_json, reveal=True, message=f"Added endpoint {endpoint.id}. Give the receiver its secret.")
 
 
 @endpoints.command("list")
+@tenant_option
 @reveal_option
 @json_option
 @pass_services
-def list_endpoints(services: Services, reveal: bool, as_json: bool) -> None:
-    """List every endpoint with its state: healthy, degraded, circuit open, or disabled (and why).
+def list_endpoints(services: Services, tenant: str | None, reveal: bool, as_json: bool) -> None:
+    """List every endpoint (or a tenant's) with its state: healthy, degraded, circuit open, or disabled (and why).
 
     Secrets appear only with --json, masked unless --reveal.
     """
-    now, listed = datetime.now(UTC), services.registry.list()
+    if tenant is not None:
+        services.tenants.check(tenant)  # an unknown tenant is named, not listed as having no endpoints
+    now, listed = datetime.now(UTC), services.registry.list(tenant)
     states = endpoint_states(services, listed)
     records = [
         endpoint_record(endpoint, now=now, reveal=reveal) | {"state": states[endpoint.id]} for endpoint in listed
@@ -136,18 +154,24 @@ def list_endpoints(services: Services, reveal: bool, as_json: bool) -> None:
         echo_json(records)
     elif records:
         click.echo(endpoint_table(records))
+    elif tenant is not None:
+        click.echo(
+            f"Tenant {tenant} has no endpoints; add one with "
+            f"`webhooks endpoints add URL --event NAME --tenant {tenant}`."
+        )
     else:
         click.echo("There are no endpoints yet; add one with `webhooks endpoints add URL --event NAME`.")
 
 
 @endpoints.command("show")
 @endpoint_id_argument
+@tenant_option
 @reveal_option
 @json_option
 @pass_services
-def show_endpoint(services: Services, endpoint_id: str, reveal: bool, as_json: bool) -> None:
+def show_endpoint(services: Services, endpoint_id: str, tenant: str | None, reveal: bool, as_json: bool) -> None:
     """Show one endpoint, its secret masked unless --reveal, and its health this hour and over 24 hours."""
-    endpoint = services.registry.get(endpoint_id)
+    endpoint = owned(services, endpoint_id, tenant)
     try:
         activity: EndpointActivity | DeliveryLogError = services.log.activity([endpoint.id])[endpoint.id]
     except DeliveryLogError as exc:  # the endpoint is still worth showing
@@ -171,6 +195,7 @@ def show_endpoint(services: Services, endpoint_id: str, reveal: bool, as_json: b
 @rate_limit_option(
     f"The new most requests per second, 1 to {MAX_RATE_LIMIT_PER_SECOND}; 0 or `none` removes the limit."
 )
+@tenant_option
 @json_option
 @pass_services
 def update(
@@ -180,6 +205,7 @@ def update(
     events: tuple[str, ...],
     description: str | None,
     rate_limit: int | None,
+    tenant: str | None,
     as_json: bool,
 ) -> None:
     """Change an endpoint's URL, events, description or rate limit.
@@ -189,7 +215,9 @@ def update(
     if url is None and not events and description is None and rate_limit is None:
         raise click.UsageError("Give at least one of --url, --event, --description and --rate-limit.")
     registry = writable(services.registry)
-    registry.get(endpoint_id)  # an unknown id, and then unknown events, are named before the URL's DNS lookup
+    owned(
+        services, endpoint_id, tenant
+    )  # an unknown id, and then unknown events, are named before the URL's DNS lookup
     if events:
         known_events(events)
     if url is not None:
@@ -204,10 +232,13 @@ def update(
 @endpoint_id_argument
 @click.option("--deliver-held", "choice", flag_value="deliver", help="Send the deliveries held while it was disabled.")
 @click.option("--discard-held", "choice", flag_value="discard", help="Drop them (recorded as dropped in the log).")
+@tenant_option
 @json_option
 @pass_services
-def enable(services: Services, endpoint_id: str, choice: HeldChoice | None, as_json: bool) -> None:
+def enable(services: Services, endpoint_id: str, choice: HeldChoice | None, tenant: str | None, as_json: bool) -> None:
     """Deliver to an endpoint again, from the next event on, and the held ones if asked."""
+    if tenant is not None:
+        owned(services, endpoint_id, tenant)
     endpoint, handled = enable_endpoint(services, endpoint_id, choice)
     done = {"deliver": f", sending the {handled} held deliveries", "discard": f", discarding {handled} held"}
     show(endpoint, as_json=as_json, message=f"Enabled endpoint {endpoint.id}{done.get(choice or '', '')}.")
@@ -215,10 +246,13 @@ def enable(services: Services, endpoint_id: str, choice: HeldChoice | None, as_j
 
 @endpoints.command()
 @endpoint_id_argument
+@tenant_option
 @json_option
 @pass_services
-def disable(services: Services, endpoint_id: str, as_json: bool) -> None:
+def disable(services: Services, endpoint_id: str, tenant: str | None, as_json: bool) -> None:
     """Stop delivering to an endpoint; its deliveries, pending retries included, are held until it is enabled."""
+    if tenant is not None:
+        owned(services, endpoint_id, tenant)
     endpoint = writable(services.registry).disable(endpoint_id)
     message = f"Disabled endpoint {endpoint.id}: its deliveries, pending retries included, are held until `enable`."
     show(endpoint, as_json=as_json, message=message)
@@ -226,10 +260,13 @@ def disable(services: Services, endpoint_id: str, as_json: bool) -> None:
 
 @endpoints.command()
 @endpoint_id_argument
+@tenant_option
 @json_option
 @pass_services
-def remove(services: Services, endpoint_id: str, as_json: bool) -> None:
+def remove(services: Services, endpoint_id: str, tenant: str | None, as_json: bool) -> None:
     """Delete an endpoint; pending retries to it are dropped."""
+    if tenant is not None:
+        owned(services, endpoint_id, tenant)
     writable(services.registry).remove(endpoint_id)
     if as_json:
         echo_json({"id": endpoint_id, "removed": True})
@@ -248,10 +285,15 @@ def remove(services: Services, endpoint_id: str, as_json: bool) -> None:
     metavar="SECONDS",
     help="How long the previous secret keeps signing too; 0 stops it at once.",
 )
+@tenant_option
 @json_option
 @pass_services
-def rotate_secret(services: Services, endpoint_id: str, overlap_seconds: int, as_json: bool) -> None:
+def rotate_secret(
+    services: Services, endpoint_id: str, overlap_seconds: int, tenant: str | None, as_json: bool
+) -> None:
     """Give an endpoint a new secret; prints it. During the overlap deliveries carry both signatures."""
+    if tenant is not None:
+        owned(services, endpoint_id, tenant)
     endpoint = writable(services.registry).rotate_secret(endpoint_id, overlap_seconds=overlap_seconds)
     expires = endpoint.previous_secret_expires_at
     until = (

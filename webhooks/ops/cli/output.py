@@ -55,6 +55,7 @@ def endpoint_record(endpoint: Endpoint, *, now: datetime, reveal: bool) -> dict[
     expires = endpoint.previous_secret_expires_at if rotating else None
     return {
         "id": endpoint.id,
+        "tenant": endpoint.tenant,
         "url": endpoint.url if reveal else masked_url(endpoint.url),
         "events": [name for name in EVENT_NAMES if name in endpoint.events],
         "enabled": endpoint.enabled,
@@ -86,6 +87,7 @@ def details(record: Mapping[str, Any]) -> str:
     """One endpoint as aligned ``field  value`` lines."""
     rows = [
         ("id", record["id"]),
+        ("tenant", record["tenant"]),
         ("url", record["url"]),
         ("events", events_text(record["events"])),
         ("enabled", "yes" if record["enabled"] else f"no{because(record)}"),

@@ -55,9 +55,10 @@ def read_data(value: str) -> dict[str, Any]:
     metavar="JSON|@FILE|-",
     help='The records as a JSON object, e.g. \'{"user": {...}, "properties": {...}}\'; @FILE reads a file, - stdin.',
 )
-def publish(name: str, data: str) -> None:
+@click.option("--tenant", default=None, metavar="TENANT", help="The tenant it is for (default: the default tenant).")
+def publish(name: str, data: str, tenant: str | None) -> None:
     """Publish an event called NAME; prints its id.
 
-    Every enabled endpoint subscribed to NAME receives it, as from publish_event() in code.
+    Every enabled endpoint of the tenant subscribed to NAME receives it, as from publish_event() in code.
     """
-    click.echo(publish_event(name, **read_data(data)))
+    click.echo(publish_event(name, tenant=tenant, **read_data(data)))

@@ -32,7 +32,10 @@ from werkzeug.exceptions import ServiceUnavailable
 from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.wrappers import Response as BaseResponse
 
+from webhooks.errors import PortalLinkError
 from webhooks.ops.services import Services
+from webhooks.ops.sign_in_links import SIGN_IN_PATH, sign_in_links
+from webhooks.ops.web.scope import Scope
 from webhooks.ops.web.sessions import LoginThrottle, SessionStore, password_fingerprint
 from webhooks.ops.wording import plural
 from webhooks.settings import Settings
@@ -81,10 +84,11 @@ def signed_in() -> bool:
 
 
 def _require_sign_in() -> BaseResponse | None:
-    if request.endpoint in ("auth.login", "static", "metrics.scrape"):  # metrics: checks sign-in or its token
+    if request.endpoint in ("auth.login", "auth.login_link", "static", "metrics.scrape"):  # metrics: sign-in or token
         return None
     if signed_in():
         g.signed_in = True
+        g.scope = Scope(current_app.extensions["webhooks"])  # the console: every tenant
         return None
     session.pop("sid", None)  # ended, expired, or opened with an earlier password (the CSRF token stays)
     return redirect(url_for("auth.login", next=request.full_path if request.method == "GET" else None))
@@ -124,6 +128,25 @@ def _sign_in(address: str) -> BaseResponse | str | tuple[str, int]:
         flash("That password is not right.", "error")
         return render_template("login.html"), 401
     throttle().succeeded(counted)
+    return _start_session(device)
+
+
+@blueprint.route(f"{SIGN_IN_PATH}/<token>")
+def login_link(token: str) -> BaseResponse | tuple[str, int]:
+    """Sign in with a link from ``webhooks sign-in-link``: once, before it expires, whatever the throttle says."""
+    services: Services = current_app.extensions["webhooks"]
+    try:
+        sign_in_links(services.settings, services.store).redeem(token)
+        return _start_session(_device())
+    except PortalLinkError as exc:
+        flash(str(exc), "error")
+        return render_template("login.html"), 403
+    except redis.RedisError as exc:
+        raise ServiceUnavailable(_store_down(exc)) from None
+
+
+def _start_session(device: str | None) -> BaseResponse:
+    """A new operator session (and this browser's device cookie), then the page asked for."""
     sessions().end(session.get("sid"))  # a session id from before sign-in is never kept (fixation)
     session.clear()
     session.permanent = True  # the cookie lasts WEBHOOKS_SESSION_LIFETIME_SECONDS, as the session does

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Flask, render_template
+from flask import Flask, g, render_template
 from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
@@ -23,6 +23,8 @@ def init_app(app: Flask) -> None:
     @app.errorhandler(EndpointNotFoundError)
     @app.errorhandler(DeliveryNotFoundError)
     def not_found(error: WebhooksError) -> tuple[str, int]:
+        if g.get("scope") is not None and g.scope.portal:  # the id typed is not echoed: nothing of another's
+            return _page(PORTAL_NOT_FOUND, 404)
         return _page(str(error), 404)
 
     @app.errorhandler(ReadOnlyRegistryError)
@@ -42,6 +44,10 @@ def init_app(app: Flask) -> None:
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException) -> tuple[str, int]:
         return _page(error.description or "", error.code or 500)
+
+
+#: A portal's answer for an endpoint, delivery or event that is not its tenant's, or does not exist.
+PORTAL_NOT_FOUND = "There is no such endpoint, delivery or event in this portal."
 
 
 def _page(message: str, status: int) -> tuple[str, int]:

@@ -16,6 +16,7 @@ from webhooks.events import EVENT_NAMES
 from webhooks.log import STATE_NAMES, DeliveryQuery, State, split_delivery_id
 from webhooks.log.queries import parse_cursor
 from webhooks.registry import Endpoint
+from webhooks.tenancy import check_tenant_id
 
 __all__ = ["ENDPOINTS_PER_PAGE", "DELIVERIES_PER_PAGE", "SOURCES", "DeliveryFilters", "EndpointFilters"]
 
@@ -42,6 +43,8 @@ class DeliveryFilters:
     until: str = ""
     cursor: str = ""
     source: str = ""
+    #: The console's tenant filter (a portal's rows are its tenant's whatever this says).
+    tenant: str = ""
     errors: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -49,17 +52,21 @@ class DeliveryFilters:
         def arg(name: str) -> str:
             return args.get(name, "").strip()
 
-        names = ("q", "state", "kind", "endpoint_id", "since", "until", "cursor", "source")
+        names = ("q", "state", "kind", "endpoint_id", "since", "until", "cursor", "source", "tenant")
         return cls(**{name: arg(name) for name in names})  # type: ignore[arg-type]
 
     def args(self) -> dict[str, str]:
         """The filters given, without the cursor: for links to the next page and back to the first."""
-        names = ("q", "state", "kind", "endpoint_id", "since", "until", "source")
+        names = ("q", "state", "kind", "endpoint_id", "since", "until", "source", "tenant")
         return {name: getattr(self, name) for name in names if getattr(self, name)}
 
     @property
     def active(self) -> bool:
         return bool(self.args())
+
+    def tenant_id(self) -> str | None:
+        """The tenant filter, once ``query`` found it valid; None for every tenant."""
+        return self.tenant if self.tenant and "tenant" not in self.errors else None
 
     def query(self, limit: int = DELIVERIES_PER_PAGE) -> DeliveryQuery | None:
         """The query these filters ask for; None with ``errors`` filled when one cannot be read."""
@@ -88,6 +95,7 @@ class DeliveryFilters:
         until = _moment(self.until, "until", self.errors)
         if since and until and since >= until:
             self.errors["until"] = "The end of the time range must come after its start."
+        _tenant(self.tenant, self.errors)
         if self.cursor:
             try:
                 parse_cursor(self.cursor)
@@ -114,11 +122,21 @@ class EndpointFilters:
 
     q: str = ""
     page: int = 1
+    #: The console's tenant filter, as typed.
+    tenant: str = ""
+    errors: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_args(cls, args: Mapping[str, str]) -> EndpointFilters:
         page = args.get("page", "1")
-        return cls(args.get("q", "").strip(), int(page) if page.isdigit() and int(page) > 0 else 1)
+        number = int(page) if page.isdigit() and int(page) > 0 else 1
+        filters = cls(args.get("q", "").strip(), number, args.get("tenant", "").strip())
+        _tenant(filters.tenant, filters.errors)
+        return filters
+
+    def tenant_id(self) -> str | None:
+        """The tenant filter when it is a tenant id; None for every tenant."""
+        return self.tenant if self.tenant and "tenant" not in self.errors else None
 
     def select(self, endpoints: Sequence[Endpoint], size: int = ENDPOINTS_PER_PAGE) -> tuple[list[Endpoint], int]:
         """This page's endpoints and the number of pages (at least 1); a page past the end shows the last."""
@@ -136,6 +154,14 @@ class EndpointFilters:
         self.page = min(self.page, pages)
         start = (self.page - 1) * size
         return matched[start : start + size], pages
+
+
+def _tenant(value: str, errors: dict[str, str]) -> None:
+    if value:
+        try:
+            check_tenant_id(value)
+        except ValueError as exc:
+            errors["tenant"] = str(exc)
 
 
 def _choice(value: str, allowed: Sequence[T], name: str, errors: dict[str, str]) -> T | None:

@@ -10,6 +10,7 @@ from werkzeug.datastructures import MultiDict
 from webhooks.pipeline.address import AddressPolicy, check_deliverable
 from webhooks.registry import Endpoint, check_events
 from webhooks.registry.base import parse_rate_limit
+from webhooks.tenancy import check_tenant_id
 
 
 @dataclass
@@ -19,6 +20,8 @@ class EndpointForm:
     events: list[str] = field(default_factory=list)
     #: Requests per second as typed; empty for no limit.
     rate_limit: str = ""
+    #: The tenant of a new endpoint, as typed in the console (empty: the default tenant); a portal's is its own.
+    tenant: str = ""
     errors: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -33,6 +36,7 @@ class EndpointForm:
             form.get("description", "").strip(),
             form.getlist("events"),
             form.get("rate_limit", "").strip(),
+            form.get("tenant", "").strip(),
         )
 
     @property
@@ -55,4 +59,9 @@ class EndpointForm:
             parse_rate_limit(self.rate_limit)
         except ValueError as exc:
             self.errors["rate_limit"] = str(exc)
+        if self.tenant:
+            try:
+                check_tenant_id(self.tenant)
+            except ValueError as exc:
+                self.errors["tenant"] = str(exc)
         return not self.errors

@@ -3,7 +3,8 @@
 ``SessionStore``: a signed-in browser holds only a random session id (in Flask's signed cookie); the
 id lives in Redis, so signing out deletes it (a copied cookie stops working), "Sign out everywhere"
 ends every session, and so does changing the operator password (each session remembers a fingerprint
-of the password it was opened with). ``LoginThrottle``: wrong passwords per client address, so guesses
+of the password it was opened with); a tenant's portal sessions are ``webhooks.portal.PortalSessions``.
+``LoginThrottle``: wrong passwords per client address, so guesses
 cost the same whichever web process gets them.
 """
 
@@ -17,7 +18,13 @@ from collections.abc import Callable
 
 import redis
 
-__all__ = ["FREE_ATTEMPTS", "MAX_WAIT_SECONDS", "LoginThrottle", "SessionStore", "password_fingerprint"]
+__all__ = [
+    "FREE_ATTEMPTS",
+    "MAX_WAIT_SECONDS",
+    "LoginThrottle",
+    "SessionStore",
+    "password_fingerprint",
+]
 
 #: Wrong passwords allowed from one address before each further try has to wait.
 FREE_ATTEMPTS = 3

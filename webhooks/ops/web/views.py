@@ -6,12 +6,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import redis
-from flask import Blueprint, current_app, flash, redirect, render_template, request, session, url_for
+from flask import Blueprint, current_app, flash, g, redirect, render_template, request, session, url_for
 from werkzeug.wrappers import Response
 
-from webhooks.catalog import KINDS, TEST_EVENT_FIELDS, sample_arguments, sample_payload
+from webhooks.catalog import TEST_EVENT_FIELDS
 from webhooks.endpoints import Standing, dismiss, dismissed_at, recent_notices, standing_notices
-from webhooks.errors import DeliveryLogError, InvalidEventError, ReadOnlyRegistryError
+from webhooks.errors import DeliveryLogError, DeliveryNotFoundError, ReadOnlyRegistryError
 from webhooks.events import EVENT_GROUPS, EVENT_NAMES
 from webhooks.log import STATE_NAMES, DeliverySummary, EndpointActivity, Page, State
 from webhooks.log.health import COUNTED_STATES, COUNTED_WORDS
@@ -25,9 +25,9 @@ from webhooks.ops.web.charts import CHART_HEIGHT, CHART_WIDTH
 from webhooks.ops.web.filters import SOURCES, DeliveryFilters, EndpointFilters
 from webhooks.ops.web.forms import EndpointForm
 from webhooks.ops.web.labels import endpoint_label, endpoint_labels
+from webhooks.ops.web.scope import Scope
 from webhooks.ops.wording import plural
 from webhooks.pipeline.address import AddressPolicy
-from webhooks.publish import send_test_event
 from webhooks.registry import WritableRegistry, masked_url
 from webhooks.registry import writable as registry_writable
 
@@ -37,6 +37,12 @@ blueprint = Blueprint("views", __name__)
 def services() -> Services:
     services: Services = current_app.extensions["webhooks"]
     return services
+
+
+def scope() -> Scope:
+    """What this request may see: every tenant (the console) or one (a portal); set when its session is checked."""
+    found: Scope = g.scope
+    return found
 
 
 def writable() -> WritableRegistry:
@@ -66,6 +72,7 @@ def page_context() -> dict[str, object]:
         "chart_width": CHART_WIDTH,
         "chart_height": CHART_HEIGHT,
         "now": datetime.now(UTC),
+        "scope": g.get("scope"),
     }
 
 
@@ -74,17 +81,17 @@ RECENT_DELIVERIES = 25
 
 
 @blueprint.get("/")
-def endpoints() -> str:
+def endpoints() -> tuple[str, int]:
     filters = EndpointFilters.from_args(request.args)
-    listed, pages = filters.select(services().registry.list())
+    listed, pages = filters.select(scope().narrowed(filters.tenant_id()).endpoints())
     activity: dict[str, EndpointActivity] = {}
     log_error = None
     try:
         activity = services().log.activity(endpoint.id for endpoint in listed)
     except DeliveryLogError as exc:  # the endpoints are still worth showing
         log_error = str(exc)
-    notices = operator_notices()
-    return render_template(
+    notices = [] if scope().portal else operator_notices()
+    page = render_template(
         "endpoints.html",
         endpoints=listed,
         summaries=activity,
@@ -95,6 +102,7 @@ def endpoints() -> str:
         labels=endpoint_labels(services().registry, (n.latest.endpoint_id for n in notices)),
         endpoint_states=endpoint_states(services(), listed, activity),
     )
+    return page, 400 if filters.errors else 200
 
 
 def operator_notices() -> list[Standing]:
@@ -121,7 +129,9 @@ def deliveries() -> tuple[str, int]:
     page, log_error = Page([]), None
     if query is not None:
         try:
-            page = services().log.query(query)
+            page = scope().narrowed(filters.tenant_id()).query(query)
+        except DeliveryNotFoundError:  # a portal's search for an event that is not its tenant's
+            raise
         except DeliveryLogError as exc:
             log_error = str(exc)
     status = 400 if filters.errors else 200
@@ -137,10 +147,15 @@ def new_endpoint() -> Response | str | tuple[str, int]:
     form = EndpointForm() if request.method == "GET" else EndpointForm.from_request(request.form)
     if request.method == "GET":
         return render_template("endpoint_form.html", form=form, endpoint=None)
+    owner = scope().narrowed(form.tenant or None).tenant  # a portal's own: another tenant's is not found there
     if not form.validate(policy=AddressPolicy.of(services().settings)):
         return render_template("endpoint_form.html", form=form, endpoint=None), 400
     endpoint = writable().add(
-        form.url, form.events, description=form.description, rate_limit_per_second=form.rate_limit_per_second
+        form.url,
+        form.events,
+        description=form.description,
+        rate_limit_per_second=form.rate_limit_per_second,
+        tenant=owner,
     )
     session[REVEAL_ONCE] = endpoint.id
     flash("Endpoint added. Give its receiver the secret shown below; Reveal shows it again later.", "success")
@@ -167,7 +182,7 @@ def reveal(endpoint_id: str) -> str:
 
 
 def endpoint_page(endpoint_id: str, *, revealed: bool) -> str:
-    endpoint = services().registry.get(endpoint_id)
+    endpoint = scope().endpoint(endpoint_id)
     recent: list[DeliverySummary] = []
     log_error, has_failed, health = None, False, None
     try:
@@ -194,13 +209,14 @@ def endpoint_page(endpoint_id: str, *, revealed: bool) -> str:
 
 @blueprint.get("/deliveries/<delivery_id>")
 def delivery(delivery_id: str) -> str:
-    found = services().log.get(delivery_id)
+    found = scope().delivery(delivery_id)
     labels = endpoint_labels(services().registry, [found.endpoint_id])
     return render_template("delivery.html", delivery=found, excerpt_bytes=RESPONSE_EXCERPT_BYTES, labels=labels)
 
 
 @blueprint.post("/deliveries/<delivery_id>/redeliver")
 def redeliver_one(delivery_id: str) -> Response:
+    scope().delivery(delivery_id)
     redelivered = redeliver(services().log, delivery_id)
     flash(f"Redelivering {redelivered.id}: redelivery {redelivered.series - 1} has begun.", "success")
     return redirect(url_for("views.delivery", delivery_id=delivery_id))
@@ -208,7 +224,7 @@ def redeliver_one(delivery_id: str) -> Response:
 
 @blueprint.post("/endpoints/<endpoint_id>/replay")
 def replay_failed(endpoint_id: str) -> Response:
-    endpoint = services().registry.get(endpoint_id)
+    endpoint = scope().endpoint(endpoint_id)
     replayed = redeliver_failed(services().log, endpoint.id)
     if replayed:
         flash(
@@ -221,7 +237,7 @@ def replay_failed(endpoint_id: str) -> Response:
 
 @blueprint.route("/endpoints/<endpoint_id>/edit", methods=["GET", "POST"])
 def edit_endpoint(endpoint_id: str) -> Response | str | tuple[str, int]:
-    current = services().registry.get(endpoint_id)
+    current = scope().endpoint(endpoint_id)
     if request.method == "GET":
         return render_template("endpoint_form.html", form=EndpointForm.from_endpoint(current), endpoint=current)
     form = EndpointForm.from_request(request.form)
@@ -242,6 +258,7 @@ def edit_endpoint(endpoint_id: str) -> Response | str | tuple[str, int]:
 
 @blueprint.post("/endpoints/<endpoint_id>/enabled")
 def set_enabled(endpoint_id: str) -> Response:
+    scope().endpoint(endpoint_id)
     registry = writable()
     if request.form.get("enabled") == "true":
         choices: dict[str, HeldChoice] = {"deliver": "deliver", "discard": "discard"}
@@ -257,6 +274,7 @@ def set_enabled(endpoint_id: str) -> Response:
 
 @blueprint.post("/endpoints/<endpoint_id>/rotate")
 def rotate(endpoint_id: str) -> Response:
+    scope().endpoint(endpoint_id)
     hours = request.form.get("overlap_hours", "24")
     if not hours.isdigit() or int(hours) > 24 * 30:
         flash("The overlap must be a whole number of hours from 0 to 720.", "error")
@@ -270,39 +288,7 @@ def rotate(endpoint_id: str) -> Response:
 
 @blueprint.post("/endpoints/<endpoint_id>/delete")
 def delete(endpoint_id: str) -> Response:
+    scope().endpoint(endpoint_id)
     writable().remove(endpoint_id)
     flash(f"Endpoint {endpoint_id} deleted.", "success")
     return redirect(url_for("views.endpoints"))
-
-
-@blueprint.get("/events")
-def catalog() -> str:
-    return render_template(
-        "catalog.html", kinds=KINDS, payloads={kind.name: sample_payload(kind.name) for kind in KINDS}
-    )
-
-
-@blueprint.route("/endpoints/<endpoint_id>/test-event", methods=["GET", "POST"])
-def test_event(endpoint_id: str) -> Response | str | tuple[str, int]:
-    """GET: the chosen kind's sample to edit; POST: send it (edited, or the sample when no fields are given)."""
-    endpoint = services().registry.get(endpoint_id)
-    source = request.args if request.method == "GET" else request.form
-    name = source.get("event_name") or next(kind for kind in EVENT_NAMES if kind in endpoint.events)
-    if name not in EVENT_NAMES:
-        flash(f"Choose one of the {len(EVENT_NAMES)} event kinds; {name!r} is not one.", "error")
-        return redirect(url_for("views.endpoint", endpoint_id=endpoint_id))
-    if name not in endpoint.events:  # workers refuse to sign it (endpoints/guard.py)
-        flash(f"This endpoint does not subscribe to {name}; choose one of the events it receives.", "error")
-        return redirect(url_for("views.endpoint", endpoint_id=endpoint_id))
-    fields = request.form.get("fields") if request.method == "POST" else None
-    if request.method == "GET":
-        return render_template(
-            "test_event.html", endpoint=endpoint, name=name, fields=sample_arguments(name), error=None
-        )
-    try:
-        event_id = send_test_event(endpoint.id, name, fields, log=services().log)
-    except InvalidEventError as exc:
-        page = render_template("test_event.html", endpoint=endpoint, name=name, fields=fields, error=str(exc))
-        return page, 400
-    flash(f"Test event {name} ({event_id}) sent to this endpoint.", "success")
-    return redirect(url_for("views.endpoint", endpoint_id=endpoint_id))

@@ -1,0 +1,193 @@
+"""Per-tenant admission on fakeredis: a tenant's batches beyond its slots are parked in order, a batch that ends
+takes the next one out, lost slots expire, and housekeeping restarts a backlog nothing runs for."""
+
+from __future__ import annotations
+
+import json
+
+import fakeredis
+import pytest
+from kombu.exceptions import OperationalError
+
+from webhooks.pipeline.admission import Admission
+from webhooks.pipeline.calls import DELIVER_MANY_TASK, DELIVER_TASK, DELIVERIES_PER_BATCH
+from webhooks.queue import TaskCall
+
+LOST_AFTER_SECONDS = 60
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Queue:
+    """Records what is sent; refuses while ``down``."""
+
+    def __init__(self) -> None:
+        self.sent: list[TaskCall] = []
+        self.down = False
+
+    def send(self, calls):
+        if self.down:
+            raise OperationalError("The broker is down.")
+        self.sent += calls
+
+    def send_later(self, calls):
+        raise AssertionError("admission never sends for later")
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def admission(clock):
+    return Admission(fakeredis.FakeRedis(decode_responses=True), limit=2, lost_after_seconds=60, clock=clock)
+
+
+def deliveries(batches: int, prefix: str = "evt") -> list[list[str]]:
+    """``batches`` full batches of deliveries to one endpoint."""
+    return [["crm", f"{prefix}_{n}", "{}", "mac"] for n in range(batches * DELIVERIES_PER_BATCH)]
+
+
+def first_events(calls: list[TaskCall]) -> list[str]:
+    return [call.args[0][0][1] for call in calls]
+
+
+def test_a_tenant_gets_its_slots_and_the_rest_of_its_batches_is_parked_in_order(admission):
+    calls = admission.admit({"a": deliveries(5)})
+    assert [call.name for call in calls] == [DELIVER_MANY_TASK] * 2
+    assert first_events(calls) == ["evt_0", "evt_100"]
+    assert admission.waiting("a") == (2, 3)
+    assert [call.args[2][0] for call in calls] == ["a", "a"]
+
+
+def test_another_tenants_batch_is_admitted_whatever_the_first_ones_backlog(admission):
+    admission.admit({"a": deliveries(50)})
+    (call,) = admission.admit({"b": deliveries(1, "b")})
+    assert first_events([call]) == ["b_0"]
+    assert admission.waiting("b") == (1, 0)
+
+
+def test_a_single_delivery_is_sent_as_it_is_without_a_slot(admission):
+    admission.admit({"a": deliveries(5)})
+    (call,) = admission.admit({"a": [["crm", "evt_x", "{}", "mac"]]})
+    assert (call.name, call.args) == (DELIVER_TASK, ("crm", "evt_x", "{}", "mac"))
+    assert admission.waiting("a") == (2, 3)
+
+
+def test_new_batches_of_a_tenant_with_parked_ones_wait_behind_them(admission):
+    admission.admit({"a": deliveries(3)})
+    assert admission.admit({"a": deliveries(1, "late")}) == []
+    assert admission.waiting("a") == (2, 2)
+
+
+def test_a_batch_that_ends_frees_its_slot_and_takes_the_next_parked_one_out(admission):
+    first, _ = admission.admit({"a": deliveries(4)})
+    (next_call,) = admission.release("a", first.args[2][1])
+    assert first_events([next_call]) == ["evt_200"]
+    assert admission.waiting("a") == (2, 1)
+
+
+def test_a_slot_released_twice_frees_only_once(admission):
+    first, _ = admission.admit({"a": deliveries(5)})
+    assert len(admission.release("a", first.args[2][1])) == 1
+    assert admission.release("a", first.args[2][1]) == []
+    assert admission.waiting("a") == (2, 2)
+
+
+def test_every_parked_batch_is_sent_once_as_batches_end(admission):
+    queue = Queue()
+    running = admission.fan_out(queue, {"a": deliveries(7)})
+    assert queue.sent == running
+    queue.sent, seen = [], []
+    while running:
+        call = running.pop(0)
+        seen.append(call.args[0][0][1])
+        admission.ended(queue, call.args[2])
+        running += queue.sent
+        queue.sent = []
+    assert seen == [f"evt_{n * 100}" for n in range(7)]
+    assert admission.waiting("a") == (0, 0)
+    assert admission.store.zcard(Admission.KEY_TENANTS) == 0
+
+
+def test_housekeeping_frees_a_slot_whose_task_was_lost_and_sends_the_next_batch(admission, clock):
+    admission.admit({"a": deliveries(3)})  # two running, whose tasks are lost with their worker: never released
+    clock.now += LOST_AFTER_SECONDS - 1
+    assert admission.tend() == []
+    clock.now += 2
+    ((tenant, call),) = admission.tend()
+    assert (tenant, first_events([call])) == ("a", ["evt_200"])
+    assert admission.waiting("a") == (1, 0)
+
+
+def test_a_lost_slot_also_expires_at_the_tenants_next_admission(admission, clock):
+    admission.admit({"a": deliveries(3)})
+    clock.now += LOST_AFTER_SECONDS + 1
+    calls = admission.admit({"a": deliveries(1, "new")})
+    assert first_events(calls) == ["evt_200", "new_0"]
+
+
+def test_housekeeping_restarts_a_backlog_with_no_running_batch(admission):
+    queue = Queue()
+    first, second = admission.admit({"a": deliveries(4)})
+    queue.down = True
+    admission.ended(queue, first.args[2])  # the broker refuses the next batch: parked again, at the head
+    assert admission.waiting("a") == (1, 2)
+    admission.ended(queue, second.args[2])
+    assert admission.waiting("a") == (0, 2)
+    queue.down = False
+    assert admission.tend_and_send(queue) == 2
+    assert first_events(queue.sent) == ["evt_200", "evt_300"]
+    assert admission.waiting("a") == (2, 0)
+
+
+def test_housekeeping_leaves_tenants_with_room_and_nothing_parked_alone(admission):
+    admission.admit({"a": deliveries(1)})
+    assert admission.tend() == []
+    assert admission.waiting("a") == (1, 0)
+
+
+def test_a_fan_out_the_broker_refuses_frees_its_slots_so_that_its_retry_is_admitted(admission):
+    queue = Queue()
+    queue.down = True
+    with pytest.raises(OperationalError):
+        admission.fan_out(queue, {"a": deliveries(1)})
+    assert admission.waiting("a") == (0, 0)
+    queue.down = False
+    assert len(admission.fan_out(queue, {"a": deliveries(1)})) == 1
+
+
+def test_a_store_outage_in_the_fan_out_is_raised_as_the_brokers_error(clock):
+    from tests.cli import unreachable_redis
+
+    admission = Admission(unreachable_redis(), limit=2, lost_after_seconds=60, clock=clock)
+    with pytest.raises(OperationalError):
+        admission.fan_out(Queue(), {"a": deliveries(1)})
+
+
+def test_a_tenants_parked_batches_survive_its_workers(admission):
+    admission.admit({"a": deliveries(3)})
+    other = Admission(admission.store, limit=2, lost_after_seconds=60, clock=admission.clock)
+    assert other.waiting("a") == (2, 1)
+
+
+def test_a_fan_out_the_broker_refuses_parks_again_what_it_took_out_of_the_backlog(admission):
+    queue = Queue()
+    first, second = admission.admit({"a": deliveries(3)})
+    admission.release("a", first.args[2][1])  # its next batch taken out, never sent: a lost slot
+    admission.release("a", second.args[2][1])
+    admission.store.delete(Admission.KEY_RUNNING.format(tenant="a"))
+    admission.store.rpush(Admission.KEY_PARKED.format(tenant="a"), f"parked {json.dumps(deliveries(1, 'old'))}")
+    queue.down = True
+    with pytest.raises(OperationalError):
+        admission.fan_out(queue, {"a": deliveries(1, "new"), "b": [["crm", "evt_b", "{}", "mac"]]})
+    assert admission.waiting("a") == (0, 1)
+    (entry,) = admission.store.lrange(Admission.KEY_PARKED.format(tenant="a"), 0, -1)
+    assert entry.startswith("parked ")

@@ -1,0 +1,209 @@
+"""Fair share of the queue: a tenant's delivery batches enter the broker a few at a time.
+
+A fan-out sends all of its deliveries at once, so without this one tenant's 100,000 deliveries (a thousand
+batches) would sit in the broker's queue ahead of every other tenant's single event, and each worker would
+prefetch them too. Instead each tenant may have at most ``WEBHOOKS_TENANT_QUEUED_BATCHES`` batches queued or
+running at once (its *slots*, in the store); a fan-out parks the tenant's further batches in that tenant's
+list in the store, in the same script that counts, and each batch that ends takes the next one parked out and
+sends it (one script: release and take). Another tenant's batch therefore waits behind at most that many of
+each busy tenant's, whatever their backlogs.
+
+Parked batches are accepted work: they are in the store, survive any worker, and their deliveries are listed
+as pending in the delivery log from the fan-out on. A slot older than the broker's visibility timeout is taken
+for lost with its worker (by then its message was handed back, or is gone: the reconciliation sends what no
+message carries) and freed by the next script of that tenant, or by housekeeping (:meth:`Admission.tend`),
+which also restarts a tenant whose parked batches have room and nothing running. A single delivery
+(``webhooks.deliver``), retries and deliveries sent later for their endpoint's limits are not admitted: one
+delivery holds no one up, and the others are spread out in time by their backoff or their endpoint's pace.
+
+The store is the store's Redis on every broker (fakeredis in the embedded demo), so this never asks which
+broker runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import redis
+from kombu.exceptions import OperationalError
+
+from webhooks.pipeline.calls import DELIVER_MANY_TASK, DELIVERIES_PER_BATCH, admitted_call, delivery_call
+from webhooks.queue import Queue, TaskCall
+from webhooks.queue.base import reachable
+from webhooks.settings import Settings
+from webhooks.store import script, store_client
+
+__all__ = ["TEND_EVERY_SECONDS", "TEND_MOST_TENANTS", "Admission", "admission_for"]
+
+logger = logging.getLogger("webhooks.delivery")
+
+#: Seconds between two of a worker's looks for lost slots and stalled tenants (one script a look).
+TEND_EVERY_SECONDS = 30.0
+#: Most tenants one look restarts.
+TEND_MOST_TENANTS = 100
+
+#: A tenant's deliveries in the fan-out's order: ``[[endpoint_id, event_id, body, mac], ...]``.
+Deliveries = Sequence[Sequence[str]]
+
+
+class Admission:
+    """The slots and parked batches of every tenant, in ``store``. ``limit``: batches of one tenant queued or
+    running at once; ``lost_after_seconds``: age at which a slot is taken for lost with its worker."""
+
+    #: A tenant's slots: each running or queued batch's token, scored by when it was admitted (Unix seconds).
+    KEY_RUNNING = "webhooks:admission:{tenant}:running"
+    #: A tenant's parked batches, oldest first: ``"<slot> <deliveries JSON>"``.
+    KEY_PARKED = "webhooks:admission:{tenant}:parked"
+    #: Tenants with slots or parked batches, scored by when each next needs a look (Unix seconds).
+    KEY_TENANTS = "webhooks:admission:tenants"
+
+    def __init__(
+        self,
+        store: redis.Redis,
+        *,
+        limit: int,
+        lost_after_seconds: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store, self.limit, self.lost_after_seconds, self.clock = store, limit, lost_after_seconds, clock
+
+    def admit(self, by_tenant: dict[str, list[list[str]]]) -> list[TaskCall]:
+        """The calls to send now for each tenant's deliveries: a single delivery as it is, batches within the
+        tenant's room (those it parked before first); the rest are parked. Raises redis-py's errors."""
+        return [call for taken, fresh in self._admit(by_tenant) for call in taken + fresh]
+
+    def _admit(self, by_tenant: dict[str, list[list[str]]]) -> list[tuple[list[TaskCall], list[TaskCall]]]:
+        """:meth:`admit`, each tenant's calls in two: those parked before and taken out now, and the new ones."""
+        admitted: list[tuple[list[TaskCall], list[TaskCall]]] = []
+        for tenant, deliveries in by_tenant.items():
+            if len(deliveries) == 1:
+                ((endpoint_id, event_id, body, mac),) = deliveries
+                admitted.append(([], [delivery_call(endpoint_id, event_id, body, mac)]))
+                continue
+            entries = [
+                _entry(deliveries[start : start + DELIVERIES_PER_BATCH])
+                for start in range(0, len(deliveries), DELIVERIES_PER_BATCH)
+            ]
+            taken, fresh = self._run("admit", tenant, entries)
+            admitted.append(
+                ([_call(tenant, entry) for entry in taken], [_call(tenant, entries[int(i) - 1]) for i in fresh])
+            )
+        return admitted
+
+    def release(self, tenant: str, slot: str) -> list[TaskCall]:
+        """Free the slot of a batch that ended; the calls of the tenant's parked batches that now have room."""
+        return [_call(tenant, entry) for entry in self._run("release", tenant, [slot])]
+
+    def give_back(self, tenant: str, calls: Sequence[TaskCall], *, park: bool = True) -> None:
+        """Free the slots of admitted calls that the broker refused and park them again at the head
+        (housekeeping sends them), or, unless ``park``, forget them (a fan-out tried again makes them anew)."""
+        entries = [f"{slot[1]} {json.dumps(call.args[0])}" for call in calls if (slot := _slot_of(call)) is not None]
+        if entries:
+            self._run("back", tenant, ["1" if park else "0", *entries])
+
+    def tend(self) -> list[tuple[str, TaskCall]]:
+        """Free lost slots and admit what has room, for the tenants that need it now: ``(tenant, call)`` s."""
+        found = script(self.store, __package__, "admission.lua")(
+            keys=[self.KEY_TENANTS],
+            args=["tend", self.clock(), self.limit, self.lost_after_seconds]
+            + [self.KEY_RUNNING, self.KEY_PARKED, TEND_MOST_TENANTS],
+        )
+        return [(tenant, _call(tenant, entry)) for tenant, entry in zip(found[::2], found[1::2], strict=True)]
+
+    def waiting(self, tenant: str) -> tuple[int, int]:
+        """How many batches of ``tenant`` hold a slot, and how many are parked."""
+        with self.store.pipeline(transaction=False) as pipe:
+            pipe.zcard(self.KEY_RUNNING.format(tenant=tenant))
+            pipe.llen(self.KEY_PARKED.format(tenant=tenant))
+            running, parked = pipe.execute()
+        return int(running), int(parked)
+
+    def _run(self, op: str, tenant: str, args: Sequence[str]) -> Any:
+        keys = [self.KEY_RUNNING.format(tenant=tenant), self.KEY_PARKED.format(tenant=tenant), self.KEY_TENANTS]
+        return script(self.store, __package__, "admission.lua")(
+            keys=keys, args=[op, self.clock(), self.limit, self.lost_after_seconds, tenant, *args]
+        )
+
+    def fan_out(self, queue: Queue, by_tenant: dict[str, list[list[str]]]) -> list[TaskCall]:
+        """:meth:`admit` and send; returns the calls sent. When the store or the broker fails, kombu's
+        ``OperationalError`` is raised: the batches parked before and taken out now are parked again, and the
+        slots of the new ones freed (the fan-out is tried again and admits its deliveries anew)."""
+        with reachable():  # a store outage is retried as the broker's are
+            admitted = self._admit(by_tenant)
+        calls = [call for taken, fresh in admitted for call in taken + fresh]
+        try:
+            queue.send(calls)
+        except OperationalError:
+            with reachable():
+                for tenant, (taken, fresh) in zip(by_tenant, admitted, strict=True):
+                    self.give_back(tenant, taken)
+                    self.give_back(tenant, fresh, park=False)
+            raise
+        return calls
+
+    def send(self, queue: Queue, tenant: str, calls: Sequence[TaskCall]) -> None:
+        """Send calls taken out of ``tenant``'s parked batches; those the broker refuses are parked again, and
+        its error raised."""
+        try:
+            queue.send(calls)
+        except OperationalError:
+            self.give_back(tenant, calls)
+            raise
+
+    def ended(self, queue: Queue, admitted: Sequence[str]) -> None:
+        """A batch admitted as ``[tenant, slot]`` ended: free its slot and send the tenant's next parked batch.
+        A store or broker that fails is logged: housekeeping frees the slot and sends the batch later."""
+        tenant, slot = admitted
+        try:
+            self.send(queue, tenant, self.release(tenant, slot))
+        except (OperationalError, redis.RedisError) as exc:
+            logger.warning("Tenant %s's next parked batch is sent later by housekeeping: %s", tenant, exc)
+
+    def tend_and_send(self, queue: Queue) -> int:
+        """:meth:`tend`, then send what it admitted; returns how many batches it sent. Raises the broker's error
+        once every tenant's calls were tried (those refused are parked again)."""
+        admitted = self.tend()
+        by_tenant: dict[str, list[TaskCall]] = {}
+        for tenant, call in admitted:
+            by_tenant.setdefault(tenant, []).append(call)
+        refused: OperationalError | None = None
+        for tenant, calls in by_tenant.items():
+            try:  # each tenant's calls parked again on their own: the others are still sent
+                self.send(queue, tenant, calls)
+            except OperationalError as exc:
+                refused = exc
+        if refused is not None:
+            raise refused
+        return len(admitted)
+
+
+def admission_for(settings: Settings, store: redis.Redis | None = None) -> Admission:
+    """The admission in ``store`` (default: the one ``settings`` name), with their limit and the broker's
+    visibility timeout."""
+    return Admission(
+        store_client(settings) if store is None else store,
+        limit=settings.tenant_queued_batches,
+        lost_after_seconds=settings.broker_visibility_timeout,
+    )
+
+
+def _slot_of(call: TaskCall) -> tuple[str, str] | None:
+    """``(tenant, slot)`` of a call this admitted; None for a single delivery."""
+    if call.name != DELIVER_MANY_TASK or len(call.args) < 3 or not call.args[2]:
+        return None
+    tenant, slot = call.args[2]
+    return str(tenant), str(slot)
+
+
+def _entry(deliveries: Deliveries) -> str:
+    return f"{uuid.uuid4().hex} {json.dumps([list(delivery) for delivery in deliveries])}"
+
+
+def _call(tenant: str, entry: str) -> TaskCall:
+    slot, deliveries = entry.split(" ", 1)
+    return admitted_call(json.loads(deliveries), tenant, slot)
