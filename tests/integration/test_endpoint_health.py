@@ -275,8 +275,10 @@ def test_an_endpoints_rate_limit_holds_across_two_workers(broker, redis_server, 
     wait_until(lambda: set(arrived()) == set(ids), timeout=90, what=f"{LIMITED_EVENTS} deliveries at the limit")
     assert sorted(arrived()) == sorted(ids)  # none twice
     times = sorted(request.at for request in receiver.requests(f"/{name}"))
-    # Arrivals lag the attempts' starts by a few milliseconds, so count them in windows a little under a second.
-    busiest = max(sum(1 for t in times if start <= t < start + 0.95) for start in times)
-    assert busiest <= LIMIT_PER_SECOND, f"{busiest} requests arrived within 0.95 s"
+    # The limit counts an attempt when the gate admits it; its request leaves a few milliseconds later, up to
+    # some 60 ms on a busy 2-core CI host (seen once). So count arrivals in windows of 0.9 s: twice the limit
+    # in any of them still fails.
+    busiest = max(sum(1 for t in times if start <= t < start + 0.9) for start in times)
+    assert busiest <= LIMIT_PER_SECOND, f"{busiest} requests arrived within 0.9 s"
     assert times[-1] - times[0] >= (LIMITED_EVENTS / LIMIT_PER_SECOND - 1) * 0.95
     assert all(f"endpoint={name}" in worker.output() for worker in workers), "both workers sent some"
