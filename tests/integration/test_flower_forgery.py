@@ -73,6 +73,8 @@ def test_forged_deliveries_sent_through_flower_are_dropped_with_a_reason_and_nev
         operator_webhook_url=receiver.url("/ops"),
         operator_webhook_secret=OPERATOR_SECRET,
     )
+    # An earlier test's worker may have left a retry to an endpoint of the same id in the session's Redis.
+    redis_server.client().flushdb()
     start_worker(env)
     log = DeliveryLog(redis.Redis.from_url(redis_server.url, decode_responses=True))
 

@@ -60,12 +60,12 @@ def test_a_scrape_after_real_deliveries_shows_the_counts(pool, redis_server, rec
     wait_until(lambda: len(receiver.requests(up)) == 3 and len(receiver.requests(down)) >= 3, what="6 attempts")
 
     def counted() -> Samples | None:
+        # A failed attempt is counted before its retry is sent to wait in the broker: wait for both.
         samples = scrape(port)
-        return (
-            samples if attempts(samples, "up", "delivered") == 3 and attempts(samples, "down", "retry") >= 3 else None
-        )
+        done = attempts(samples, "up", "delivered") == 3 and attempts(samples, "down", "retry") >= 3
+        return samples if done and samples[("webhooks_retries_waiting", ())] >= 1 else None
 
-    samples = wait_until(counted, what="the scrape to count the 6 attempts")
+    samples = wait_until(counted, what="the scrape to count the 6 attempts and a retry waiting")
     assert samples[("webhooks_deliveries_total", (("endpoint", "up"), ("outcome", "delivered")))] == 3
     assert ("webhooks_deliveries_total", (("endpoint", "down"), ("outcome", "failed"))) not in samples
     assert samples[("webhooks_attempt_duration_seconds_count", (("outcome", "delivered"),))] == 3
