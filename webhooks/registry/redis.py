@@ -8,8 +8,8 @@ Layout (key templates below, rq style; no key literal appears anywhere else):
 - one JSON document per endpoint (the Endpoint model, its tenant and secrets included);
 - a sorted set of every id, scored by a creation counter, so ``list()`` keeps creation order, and one such set
   per tenant;
-- a sorted set of the tenants that have had endpoints, by id (``tenants()``; pages of it and removing a whole
-  tenant: ``tenant_index.py``);
+- a sorted set of the tenants that have had endpoints, by id (``tenants()``; the writes to the tenants' indexes,
+  pages of it and removing a whole tenant: ``tenant_index.py``);
 - per tenant, one set per event name holding the ids of its endpoints subscribed to it, enabled or not (a
   disabled one's deliveries are held, ``endpoints/held.py``).
 
@@ -38,7 +38,6 @@ from pydantic import ValidationError
 from webhooks.errors import (
     DuplicateEndpointError,
     EndpointNotFoundError,
-    InvalidEndpointError,
     RegistryError,
     RegistryUnavailableError,
 )
@@ -258,37 +257,6 @@ class RedisRegistry(TenantIndex):
             kept = old.events if old is not None and old.tenant == new.tenant else frozenset()
             self._stage_index(pipe, endpoint_id, new.tenant, kept, new.events, score)
 
-    def _stage_index(
-        self,
-        pipe: redis.client.Pipeline,
-        endpoint_id: str,
-        tenant: str,
-        before: frozenset[str],
-        after: frozenset[str],
-        score: float,
-    ) -> None:
-        """Queue the writes that move the endpoint in ``tenant``'s indexes from the events ``before`` to ``after``
-        (none: out of the tenant's indexes)."""
-        for name in sorted(before - after):
-            pipe.srem(self._event_key(tenant, name), endpoint_id)
-        for name in sorted(after):  # all, not only the new ones: heals an index an older version wrote
-            pipe.sadd(self._event_key(tenant, name), endpoint_id)
-        if after:
-            pipe.zadd(self.KEY_TENANTS, {tenant: 0})
-            pipe.zadd(self.KEY_TENANT_ENDPOINTS.format(tenant=tenant), {endpoint_id: score})
-        else:
-            pipe.zrem(self.KEY_TENANT_ENDPOINTS.format(tenant=tenant), endpoint_id)
-
-    def _check_room(self, pipe: redis.client.Pipeline, tenant: str) -> None:
-        """Refuse one more endpoint for ``tenant`` when it has its most (watched: two writers cannot both pass)."""
-        key = self.KEY_TENANT_ENDPOINTS.format(tenant=tenant)
-        pipe.watch(key)  # type: ignore[no-untyped-call]
-        if pipe.zcard(key) >= self.max_endpoints_per_tenant:
-            raise InvalidEndpointError(
-                f"The tenant {tenant!r} has {self.max_endpoints_per_tenant} endpoints, the most one may have "
-                "(WEBHOOKS_MAX_ENDPOINTS_PER_TENANT); remove one first."
-            )
-
     @contextmanager
     def _reachable(self) -> Iterator[None]:
         """Turn Redis failures into registry errors whose message names the server, never the password."""
@@ -300,33 +268,6 @@ class RedisRegistry(TenantIndex):
             ) from None
         except redis.RedisError as exc:
             raise RegistryError(f"The endpoint registry at {self.location} failed: {str(exc).rstrip('.')}.") from None
-
-    def index_every_endpoint(self) -> int:
-        """Put every endpoint in its tenant's indexes (idempotent; one round trip to write) and mark the layout;
-        return how many.
-
-        Run as a worker starts, and by ``ensure_layout`` where none has: a registry written before tenants, or by a
-        version that left disabled endpoints out of the index, is whole again (the default tenant's, for documents
-        that name none).
-        """
-        with self._reachable():
-            scores = dict(cast(list[tuple[str, float]], self._redis.zrange(self.KEY_ENDPOINTS, 0, -1, withscores=True)))
-            endpoints = self._read(list(scores))
-            with self._redis.pipeline(transaction=False) as pipe:
-                for endpoint in endpoints:
-                    self._stage_index(
-                        pipe, endpoint.id, endpoint.tenant, frozenset(), endpoint.events, scores[endpoint.id]
-                    )
-                pipe.set(self.KEY_LAYOUT, self.LAYOUT)
-                pipe.execute()
-        return len(endpoints)
-
-    def ensure_layout(self) -> None:
-        """Index every endpoint unless this registry is marked with this release's layout (one read when it is)."""
-        with self._reachable():
-            marked = self._redis.get(self.KEY_LAYOUT) == self.LAYOUT
-        if not marked:
-            self.index_every_endpoint()
 
     # Last, because inside the class body `list` names this method once it is defined.
     def list(self, tenant: str | None = None) -> list[Endpoint]:
