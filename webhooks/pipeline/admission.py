@@ -12,7 +12,10 @@ Parked batches are accepted work: they are in the store, survive any worker, and
 as pending in the delivery log from the fan-out on. A slot older than the broker's visibility timeout is taken
 for lost with its worker (by then its message was handed back, or is gone: the reconciliation sends what no
 message carries) and freed by the next script of that tenant, or by housekeeping (:meth:`Admission.tend`),
-which also restarts a tenant whose parked batches have room and nothing running. A single delivery
+which also restarts a tenant whose parked batches have room and nothing running. A batch that ends while the
+store or broker fails cannot free its slot then; its process keeps the slot and frees it with the next batch it
+ends, or at housekeeping's next look, so an outage does not leave a tenant's slots taken until they age out
+(a prefork child has no housekeeping of its own: there the next batch it ends does it). A single delivery
 (``webhooks.deliver``), retries and deliveries sent later for their endpoint's limits are not admitted: one
 delivery holds no one up, and the others are spread out in time by their backoff or their endpoint's pace.
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -49,6 +53,10 @@ TEND_MOST_TENANTS = 100
 
 #: A tenant's deliveries in the fan-out's order: ``[[endpoint_id, event_id, body, mac], ...]``.
 Deliveries = Sequence[Sequence[str]]
+
+#: ``[tenant, slot]`` of this process's batches that ended while the store or broker failed, to free again.
+_unfreed: list[Sequence[str]] = []
+_unfreed_lock = threading.Lock()
 
 
 class Admission:
@@ -156,17 +164,38 @@ class Admission:
             raise
 
     def ended(self, queue: Queue, admitted: Sequence[str]) -> None:
-        """A batch admitted as ``[tenant, slot]`` ended: free its slot and send the tenant's next parked batch.
-        A store or broker that fails is logged: housekeeping frees the slot and sends the batch later."""
+        """A batch admitted as ``[tenant, slot]`` ended: free its slot and send the tenant's next parked batch,
+        after those this process could not free before. A store that fails is logged and the slot kept to free
+        again (:meth:`free_again`); a broker that refuses the next batch, logged (it is parked again)."""
+        self.free_again(queue)
+        self._free(queue, admitted)
+
+    def free_again(self, queue: Queue) -> None:
+        """Free the slots of this process's batches that ended while the store or broker failed."""
+        with _unfreed_lock:
+            pending = list(_unfreed)
+            _unfreed.clear()
+        for admitted in pending:
+            self._free(queue, admitted)
+
+    def _free(self, queue: Queue, admitted: Sequence[str]) -> None:
         tenant, slot = admitted
         try:
-            self.send(queue, tenant, self.release(tenant, slot))
-        except (OperationalError, redis.RedisError) as exc:
+            calls = self.release(tenant, slot)
+        except redis.RedisError as exc:
+            with _unfreed_lock:
+                _unfreed.append(admitted)
+            logger.warning("Tenant %s's batch slot is freed, and its next parked batch sent, later: %s", tenant, exc)
+            return
+        try:
+            self.send(queue, tenant, calls)
+        except (OperationalError, redis.RedisError) as exc:  # parked again: housekeeping sends it
             logger.warning("Tenant %s's next parked batch is sent later by housekeeping: %s", tenant, exc)
 
     def tend_and_send(self, queue: Queue) -> int:
-        """:meth:`tend`, then send what it admitted; returns how many batches it sent. Raises the broker's error
-        once every tenant's calls were tried (those refused are parked again)."""
+        """:meth:`free_again` and :meth:`tend`, then send what it admitted; returns how many batches it sent.
+        Raises the broker's error once every tenant's calls were tried (those refused are parked again)."""
+        self.free_again(queue)
         admitted = self.tend()
         by_tenant: dict[str, list[TaskCall]] = {}
         for tenant, call in admitted:

@@ -7,6 +7,7 @@ import json
 
 import fakeredis
 import pytest
+import redis
 from kombu.exceptions import OperationalError
 
 from webhooks.pipeline.admission import Admission
@@ -191,3 +192,30 @@ def test_a_fan_out_the_broker_refuses_parks_again_what_it_took_out_of_the_backlo
     assert admission.waiting("a") == (0, 1)
     (entry,) = admission.store.lrange(Admission.KEY_PARKED.format(tenant="a"), 0, -1)
     assert entry.startswith("parked ")
+
+
+def test_a_slot_a_store_outage_kept_is_freed_at_housekeepings_next_look(admission, monkeypatch):
+    queue = Queue()
+    first, second = admission.fan_out(queue, {"a": deliveries(3)})
+    with monkeypatch.context() as outage:
+        outage.setattr(admission, "release", lambda *_: (_ for _ in ()).throw(redis.ConnectionError("Redis is down.")))
+        admission.ended(queue, first.args[2])  # the store is unreachable: nothing freed, nothing sent
+    assert admission.waiting("a") == (2, 1)
+    queue.sent = []
+    assert admission.tend_and_send(queue) == 0  # the kept slot freed first: its next batch sent with it
+    assert first_events(queue.sent) == ["evt_200"]
+    assert admission.waiting("a") == (2, 0)
+    admission.ended(queue, second.args[2])
+    assert admission.waiting("a") == (1, 0)
+
+
+def test_a_slot_a_store_outage_kept_is_freed_with_the_next_batch_that_ends(admission, monkeypatch):
+    queue = Queue()
+    first, second = admission.fan_out(queue, {"a": deliveries(4)})
+    with monkeypatch.context() as outage:
+        outage.setattr(admission, "release", lambda *_: (_ for _ in ()).throw(redis.ConnectionError("Redis is down.")))
+        admission.ended(queue, first.args[2])
+    queue.sent = []
+    admission.ended(queue, second.args[2])  # frees the kept slot first, then its own
+    assert first_events(queue.sent) == ["evt_200", "evt_300"]
+    assert admission.waiting("a") == (2, 0)
