@@ -71,6 +71,26 @@ def honcho(redis_server, receiver, tmp_path):
     log.close()
 
 
+def flower_listens(flower: str, auth: tuple[str, str], env: dict[str, str]) -> None:
+    """Wait until Flower's event stream is captured: it subscribes in a thread of its own, after its pages answer,
+    so a task that ends before then is never listed. Events no endpoint subscribes to are published until Flower
+    lists one's task (a fan-out, and no delivery)."""
+
+    def lists_a_task() -> bool:
+        tasks = requests.get(f"{flower}/api/tasks", auth=auth, timeout=10)
+        return bool(tasks.ok and tasks.json())
+
+    def published_and_listed() -> bool:
+        publish(env, [("company_created", sample_event_kwargs("company_created"))])
+        try:
+            wait_until(lists_a_task, timeout=5, what="Flower to list a task")
+        except AssertionError:
+            return False
+        return True
+
+    wait_until(published_and_listed, timeout=90, what="Flower to capture task events")
+
+
 def page_answers(url: str) -> bool:
     try:
         return requests.get(url, timeout=2).status_code == 200
@@ -87,11 +107,12 @@ def test_honcho_start_runs_worker_flower_and_web_then_stops_them(honcho, receive
     assert process.poll() is None, output()
     assert "Sign in" in requests.get(f"{web}/", timeout=10).text  # redirected to the sign-in page
 
+    auth = (FLOWER_USER, FLOWER_PASSWORD)
+    flower_listens(flower, auth, env)
     (event_id,) = publish(env, [("user_created", sample_event_kwargs("user_created"))])
     wait_until(lambda: len(receiver.requests("/honcho")) >= 2, timeout=60, what="the retried delivery")
     assert [json.loads(request.body)["id"] for request in receiver.requests("/honcho")] == [event_id, event_id]
 
-    auth = (FLOWER_USER, FLOWER_PASSWORD)
     assert requests.get(f"{flower}/api/workers", timeout=10).status_code == 401  # basic auth is on
 
     def delivered_task() -> dict | None:
