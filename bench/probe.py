@@ -4,8 +4,10 @@ and ``celery -A bench.probe:naive worker`` the naive sender's, each unchanged bu
 Each delivery task's start is printed with the events it carries (``probe deliver <time> <event id> ...``);
 a fan-out task may carry none (``webhooks.fanout_inbox`` takes its events from the inbox when it runs), so
 its start is printed with each event as the task logs its ``fanout`` line (``probe fanout <time> <event
-id>``), and its end, once its deliveries are enqueued, with all of them (``probe fanned <time> <event id>
-...``). Only D and E's split run these workers: a line per task is work the other scenarios do not measure.
+id>``), again as the start of the task that posted each event it sends itself, as it logs its ``attempt`` line
+(``probe deliver <time> <event id>``), and its end, once its deliveries are enqueued, with all of them (``probe
+fanned <time> <event id> ...``). Only D and E's split run these workers: a line per task is work the other
+scenarios do not measure.
 """
 
 from __future__ import annotations
@@ -46,15 +48,19 @@ def _ended(task_id: str, **_: Any) -> None:
 
 
 class _FanoutStart(logging.Filter):
-    """Prints, for each event a fan-out task logs, when that task started."""
+    """Prints, for each event a fan-out task logs, when that task started; and for each attempt a fan-out task
+    made itself (an event with few subscribers), that the task that posted it started then too."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         fields = getattr(record, "fields", None)
-        if getattr(record, "kind", None) == "fanout" and isinstance(fields, dict) and current_task:
+        kind = getattr(record, "kind", None)
+        if kind in ("fanout", "attempt") and isinstance(fields, dict) and current_task:
             fanout = _fanouts.get(str(current_task.request.id))
-            if fanout is not None:
+            if fanout is not None and kind == "fanout":
                 fanout[1].append(fields["event"])
                 print(f"probe fanout {fanout[0]} {fields['event']}", file=sys.stdout, flush=True)
+            elif fanout is not None:
+                print(f"probe deliver {fanout[0]} {fields['event']}", file=sys.stdout, flush=True)
         return True
 
 

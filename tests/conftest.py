@@ -84,10 +84,23 @@ def redis_queue(monkeypatch: pytest.MonkeyPatch) -> RedisQueue:
 
     queue = RedisQueue(app, fakeredis.FakeRedis(server=fakeredis.FakeServer()))
     inbox = Inbox(queue.client, queue, pushed=queue.message)
-    for module in ("webhooks.publish", "webhooks.pipeline.tasks"):
-        monkeypatch.setattr(f"{module}.queue_for", lambda app: queue)
+    for module in ("webhooks.publish", "webhooks.pipeline.tasks", "webhooks.pipeline.task_run"):
         monkeypatch.setattr(f"{module}.inbox_for", lambda app: inbox)
+    for module in (
+        "webhooks.publish",
+        "webhooks.pipeline.tasks",
+        "webhooks.pipeline.task_run",
+        "webhooks.pipeline.process",
+    ):
+        monkeypatch.setattr(f"{module}.queue_for", lambda app: queue)
     return queue
+
+
+@pytest.fixture
+def fanout_enqueues(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fan-out tasks enqueue every delivery, even the few they would send themselves (``task_run.SENT_BY_FANOUT``):
+    for tests of what a fan-out enqueues."""
+    monkeypatch.setattr("webhooks.pipeline.task_run.SENT_BY_FANOUT", 0)
 
 
 @pytest.fixture

@@ -1,8 +1,9 @@
 """The host application's entry point: validate events, serialize each once, hand them to the queue.
 
-``publish_event()`` is a batch of one: both go through ``_publish``. A single event waits in the inbox
-(``queue/inbox.py``) for the events published about the same time (on Redis, or with the store on Redis); a
-batch gets its own ``webhooks.fanout_many`` tasks, sent through the queue (``webhooks/queue/``).
+``publish_event()`` is a batch of one: both go through ``_publish``. With an inbox (on Redis, or with the store on
+Redis) a single event goes as its own ``webhooks.fanout_many`` task when nothing waits, else it waits in the inbox
+for the events published about the same time (``queue/inbox.py``); a batch gets its own ``webhooks.fanout_many``
+tasks, sent through the queue (``webhooks/queue/``).
 """
 
 from __future__ import annotations
@@ -126,7 +127,8 @@ def _publish(app: Celery, events: Sequence[Published]) -> None:
     events = [event._replace(mac=macs.event(event.name, event.event_id, event.body, event.tenant)) for event in events]
     inbox = inbox_for(app)
     if inbox is not None and len(events) == 1:
-        inbox.append(events[0], inbox_fanout_call())
+        (alone,) = fanout_calls(events)
+        inbox.append(events[0], inbox_fanout_call(), alone)
     else:
         queue_for(app).send(fanout_calls(events))
 

@@ -34,7 +34,7 @@ from tests.servers import (
     stop_worker,
 )
 from tests.waiting import wait_until
-from webhooks.queue.inbox import KEY_INBOX
+from webhooks.queue.inbox import KEY_ALONE, KEY_INBOX
 from webhooks.queue.rabbitmq import is_amqp_url
 from webhooks.queue.waiting import KEY_WAITING
 
@@ -199,13 +199,13 @@ def crash_broker(broker: dict[str, str], redis_server: RedisServer) -> Iterator[
 
 
 def nothing_waits(env: Mapping[str, str]) -> bool:
-    """No task is queued, held unacknowledged or waiting for its retry, and no event for its fan-out, in the
-    broker of ``env``."""
+    """No task is queued, held unacknowledged or waiting for its retry, and no event for its fan-out (in the inbox,
+    or sent alone), in the broker of ``env``."""
     url = env["WEBHOOKS_BROKER_URL"]
     if is_amqp_url(url):  # the inbox is in the store's Redis
         store = redis.Redis.from_url(env["WEBHOOKS_REDIS_URL"])
         try:
-            return rabbitmq_messages(url) == 0 and store.llen(KEY_INBOX) == 0
+            return rabbitmq_messages(url) == 0 and store.llen(KEY_INBOX) == 0 and store.zcard(KEY_ALONE) == 0
         finally:
             store.close()
     client = redis.Redis.from_url(url)
@@ -215,6 +215,7 @@ def nothing_waits(env: Mapping[str, str]) -> bool:
             and client.hlen("unacked") == 0
             and client.zcard(KEY_WAITING) == 0
             and client.llen(KEY_INBOX) == 0
+            and client.zcard(KEY_ALONE) == 0
         )
     finally:
         client.close()

@@ -15,13 +15,23 @@ from webhooks.settings import get_settings
 CRM = Endpoint(id="crm", url="https://crm.example.com/", secret="whsec_crm_0123456789abcdef", events=["all"])
 
 
-def test_publish_serializes_once_into_the_inbox_as_a_batch_of_one(enqueued, redis_queue):
+def test_an_event_published_while_nothing_waits_goes_serialized_once_as_its_own_fanout_task(enqueued, redis_queue):
+    event_id = publish_event("user_created", **sample_event_kwargs("user_created"))
+    (call,) = enqueued
+    ((name, queued_id, body, tenant, _),) = call.args[0]
+    assert (call.name, name, queued_id, tenant) == ("webhooks.fanout_many", "user_created", event_id, "default")
+    assert json.loads(body)["id"] == event_id
+    assert ", " not in body and ": " not in body  # compact
+    assert redis_queue.client.llen(KEY_INBOX) == 0
+
+
+def test_an_event_published_while_another_waits_goes_into_the_inbox_as_a_batch_of_one(enqueued, redis_queue):
+    first = publish_event("user_created", **sample_event_kwargs("user_created"))  # sent alone: its fan-out waits
     event_id = publish_event("user_created", **sample_event_kwargs("user_created"))
     ((name, queued_id, body, tenant, _),) = [json.loads(entry) for entry in redis_queue.client.lrange(KEY_INBOX, 0, -1)]
     assert (name, queued_id, tenant) == ("user_created", event_id, "default")
     assert json.loads(body)["id"] == event_id
-    assert ", " not in body and ": " not in body  # compact
-    assert enqueued.calls() == []  # its fan-out is the inbox's (tests/unit/queue/test_inbox.py)
+    assert [call.args[0][0][1] for call in enqueued] == [first]  # the inbox's own fan-out is left out here
 
 
 def test_a_given_event_id_is_kept(enqueued):

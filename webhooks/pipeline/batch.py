@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -81,11 +81,18 @@ class Ran:
     handed_over: int = 0
 
 
-def run(parts: Parts, deliveries: Sequence[Delivery], retries: int, stragglers: Stragglers | None = None) -> Ran:
+def run(
+    parts: Parts,
+    deliveries: Sequence[Delivery],
+    retries: int,
+    stragglers: Stragglers | None = None,
+    on_way: Callable[[], object] | None = None,
+) -> Ran:
     """Gate, hold, send and keep the books of ``deliveries``, each having had ``retries`` attempts.
 
     With ``stragglers``, attempts still in flight after HANDOFF_SECONDS are handed to the process, which settles
-    them when they end (``stragglers.py``); without, it waits for every attempt. Raises
+    them when they end (``stragglers.py``); without, it waits for every attempt. ``on_way`` is called once the
+    attempts are on their way, before any is recorded: a fan-out lists its few deliveries as pending then. Raises
     ``RegistryUnavailableError`` before anything is sent when the registry cannot be read, and a Redis error
     when the store cannot take held deliveries (nothing is sent then either).
     """
@@ -107,20 +114,29 @@ def run(parts: Parts, deliveries: Sequence[Delivery], retries: int, stragglers: 
                 waiting[endpoint_id] = ([*same, list(delivery)], min(first_due, due))
             case Send():
                 sends.append((delivery, decision))
+    if held and on_way is not None:  # listed before what holding them writes
+        on_way()
+        on_way = None
     held_count = _hold(parts, held)
-    ended = _send(parts, sends, number, stragglers)
+    ended = _send(parts, sends, number, stragglers, on_way)
     notices = _books(parts, [GivenBack(send.slot, one) for send, one in ended])
     later = [(call, due) for same, due in waiting.values() for call in deliveries_calls(same, retries)]
     return Ran(refused + [one for _, one in ended], later, held_count, notices, len(sends) - len(ended))
 
 
 def _send(
-    parts: Parts, sends: list[tuple[Delivery, Send]], number: int, stragglers: Stragglers | None
+    parts: Parts,
+    sends: list[tuple[Delivery, Send]],
+    number: int,
+    stragglers: Stragglers | None,
+    on_way: Callable[[], object] | None,
 ) -> list[tuple[Send, Made]]:
     """Make attempt ``number`` of each; those that ended (all, without ``stragglers``), with their slots."""
     if stragglers is not None:
         stragglers.wait_for_room(parts.settings.max_in_flight, len(sends), parts.settings.attempt_deadline)
     attempting = Attempting(parts.settings, [(send.endpoint, d.event_id, d.body, number) for d, send in sends])
+    if on_way is not None:
+        on_way()
     attempting.wait(None if stragglers is None else HANDOFF_SECONDS)
     made = attempting.made()
     late = [n for n, one in enumerate(made) if one is None]

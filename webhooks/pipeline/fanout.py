@@ -1,4 +1,4 @@
-"""Fan-out: the deliveries of a batch of events, listed as pending in the delivery log, as task calls.
+"""Fan-out: the deliveries of a batch of events, to list as pending in the delivery log and send.
 
 An event reaches only its tenant's endpoints. Subscribers, enabled or not, are read as ids only (one SMEMBERS
 per tenant and event name, whatever the other tenants have); each delivery reads its
@@ -18,19 +18,21 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from kombu.exceptions import OperationalError
 
 from webhooks.errors import DeliveryLogError, InvalidEventError, RegistryUnavailableError
 from webhooks.events import parse_event
-from webhooks.log import DeliveryLog, FannedOut
+from webhooks.log import DeliveryLog
+from webhooks.log import FannedOut as Listed
 from webhooks.logformat import log_fields
 from webhooks.pipeline.calls import Published, events_repr
 from webhooks.registry import Registry
 from webhooks.task_mac import TaskMac
 
-__all__ = ["FANOUT_OPTIONS", "FANOUT_RETRY_MAX_SECONDS", "fan_out", "waiting_through_outages"]
+__all__ = ["FANOUT_OPTIONS", "FANOUT_RETRY_MAX_SECONDS", "FanOut", "fan_out", "waiting_through_outages"]
 
 logger = logging.getLogger("webhooks.delivery")
 
@@ -49,30 +51,46 @@ FANOUT_OPTIONS: dict[str, Any] = {
 }
 
 
-def fan_out(
-    registry: Registry, log: DeliveryLog, events: Sequence[Published], macs: TaskMac, *, untied: bool = False
-) -> dict[str, list[list[str]]]:
-    """The deliveries ``[endpoint_id, event_id, body, mac]`` of ``events`` tied to a publish, by tenant, each to
-    its tenant's subscribers (each endpoint's together) and listed as pending first; ``admission.py`` makes them
-    tasks. ``untied``: an event without a MAC (the release before's) is validated, not dropped: the inbox's
-    always (only the store holds it), a ``fanout_many``'s while an upgrade asks for it
-    (``WEBHOOKS_ACCEPT_UNTIED_FANOUTS``).
+@dataclass(frozen=True, slots=True)
+class FanOut:
+    """A fan-out's deliveries ``[endpoint_id, event_id, body, mac]`` by tenant (each endpoint's together), and the
+    events they come from, to list as pending (``list_pending``) before any of their attempts is recorded."""
+
+    by_tenant: dict[str, list[list[str]]]
+    events: list[Listed]
+
+    @property
+    def count(self) -> int:
+        """How many deliveries."""
+        return sum(map(len, self.by_tenant.values()))
+
+    def list_pending(self, log: DeliveryLog) -> None:
+        """List every delivery as pending in ``log`` (one round trip); a log that fails is reported, not raised:
+        the deliveries are sent all the same."""
+        try:
+            log.enqueued(self.events)
+        except DeliveryLogError as exc:
+            shown = events_repr([[event.event_name, event.event_id] for event in self.events])
+            logger.warning("%s These deliveries are sent but not listed as pending: %s.", exc, shown)
+
+
+def fan_out(registry: Registry, events: Sequence[Published], macs: TaskMac, *, untied: bool = False) -> FanOut:
+    """The deliveries of ``events`` tied to a publish, by tenant, each to its tenant's subscribers; ``admission.py``
+    makes them tasks, or the fan-out sends a few itself, once they are listed as pending. ``untied``: an event
+    without a MAC (the release before's) is validated, not dropped: the inbox's always (only the store holds it),
+    a ``fanout_many``'s while an upgrade asks for it (``WEBHOOKS_ACCEPT_UNTIED_FANOUTS``).
 
     A fan-out run twice (a worker lost before its ack) enqueues its deliveries twice; receivers
     deduplicate on the event id (spec), and the log keeps one record per delivery.
     """
     subscribers: dict[tuple[str, str], list[str]] = {}
-    batch: list[FannedOut] = []
+    listed: list[Listed] = []
     for name, event_id, body, tenant, _ in [event for event in events if _tied(macs, event, untied)]:
         if (tenant, name) not in subscribers:  # a disabled one's deliveries are held by its task (endpoints/held.py)
             subscribers[tenant, name] = registry.subscribers(tenant, name)
-        batch.append(FannedOut(event_id, name, body, subscribers[tenant, name], tenant))
-    try:  # pending first: an attempt's record must never be overwritten by its own pending one
-        log.enqueued(batch)
-    except DeliveryLogError as exc:
-        logger.warning("%s These deliveries are sent but not listed as pending: %s.", exc, events_repr(events))
+        listed.append(Listed(event_id, name, body, subscribers[tenant, name], tenant))
     by_endpoint: dict[tuple[str, str], list[list[str]]] = {}
-    for event in batch:
+    for event in listed:
         for endpoint_id in event.endpoint_ids:
             delivery = list(macs.tied(endpoint_id, event.event_id, event.body))
             by_endpoint.setdefault((event.tenant, endpoint_id), []).append(delivery)
@@ -88,7 +106,7 @@ def fan_out(
     by_tenant: dict[str, list[list[str]]] = {}
     for (tenant, _), deliveries in by_endpoint.items():
         by_tenant.setdefault(tenant, []).extend(deliveries)
-    return by_tenant
+    return FanOut(by_tenant, listed)
 
 
 def _tied(macs: TaskMac, event: Published, untied: bool) -> bool:

@@ -17,7 +17,7 @@ tasks, else within ``chores.LOOK_EVERY_SECONDS``) or, on a Redis broker, the nex
 asks whether a task holds the lease as it appends) schedules a new one, which fans out the events the lost one had not
 removed: they may reach receivers twice (deduplicate on the event id), never not at all, and the other
 workers' events wait seconds, not a minute. The same housekeeping covers a publisher that died between its
-two round trips, a task that waited in the queue past its lease (it then finds the lease taken, and does
+script and its send (off Redis), a task that waited in the queue past its lease (it then finds the lease taken, and does
 nothing), and a fan-out retried after a registry outage.
 
 Where the inbox lives: on a Redis broker, in the broker, and a script that leases the inbox to a new task
@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -47,7 +48,17 @@ from kombu.exceptions import OperationalError
 from webhooks.queue.base import Queue, TaskCall, reachable
 from webhooks.store import script
 
-__all__ = ["KEY_INBOX", "KEY_LEASE", "LEASE_SECONDS", "RENEW_INTERVAL_SECONDS", "Claimed", "Inbox", "InboxLook"]
+__all__ = [
+    "ALONE_GRACE_SECONDS",
+    "KEY_ALONE",
+    "KEY_INBOX",
+    "KEY_LEASE",
+    "LEASE_SECONDS",
+    "RENEW_INTERVAL_SECONDS",
+    "Claimed",
+    "Inbox",
+    "InboxLook",
+]
 
 logger = logging.getLogger("webhooks.inbox")
 
@@ -63,6 +74,16 @@ KEY_LEASE = "webhooks:inbox:lease"
 LEASE_SECONDS = 3
 #: Seconds between two renewals of the lease by the task that holds it (``renewing``).
 RENEW_INTERVAL_SECONDS = 1.0
+#: Events sent as their own fan-out task, scored by when they were published (Unix seconds), until that task has
+#: listed their deliveries: a task message lost with its worker (kombu's Redis transport pops a message before it
+#: records it as unacknowledged) leaves its event here, and housekeeping puts it in the inbox.
+KEY_ALONE = "webhooks:inbox:alone"
+#: Seconds after its publish at which an event sent alone and not fanned out yet is taken for lost: its fan-out
+#: takes milliseconds, since it goes alone only when nothing waits; a second fan-out of it is a duplicate, not a loss.
+ALONE_GRACE_SECONDS = 20
+
+#: What the append script returns when the event goes as its own fan-out task.
+WENT_ALONE = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +97,12 @@ class Claimed:
 
 @dataclass(frozen=True, slots=True)
 class InboxLook:
-    """How many ``events`` wait in the inbox, and the seconds left on its lease (None: no task holds it)."""
+    """How many ``events`` wait in the inbox, the seconds left on its lease (None: no task holds it), and when
+    (Unix seconds) the oldest event sent alone is taken for lost if its fan-out has not taken it (None: none)."""
 
     events: int
     lease_seconds: float | None
+    alone_lost_at: float | None = None
 
     @property
     def fanout_lost(self) -> bool:
@@ -101,18 +124,36 @@ class Inbox:
     ) -> None:
         self.client, self.queue, self.pushed = client, queue, pushed
 
-    def append(self, event: Sequence[str], fanout: TaskCall) -> None:
-        """Append one event ``(name, id, body, tenant, mac)``, and schedule ``fanout`` if the event is the first
-        to wait or, on a Redis broker, if no task holds the lease (its task lost with its worker): the script
-        pushes the task in the step that leases it, so there is no send to fail or wait. Elsewhere only for the
-        first: the task is sent apart, and a send to a broker that is down would hold up every publish; a lease
-        lapsed with its task is the workers' housekeeping's to replace."""
-        with reachable(), self.client.pipeline(transaction=False) as pipe:
-            pipe.rpush(KEY_INBOX, json.dumps(list(event)))
-            pipe.exists(KEY_LEASE)
-            waiting, leased = pipe.execute()
-        if int(waiting) == 1 or (self.pushed is not None and not leased):
-            self._schedule("inbox_ensure.lua", fanout)
+    def append(self, event: Sequence[str], fanout: TaskCall, alone: TaskCall) -> None:
+        """Accept one event ``(name, id, body, tenant, mac)``, in one script: as its own fan-out task ``alone``
+        when nothing waits (one hop and a claim less), noted in the alone set until that task has fanned it out
+        (``fanned_out``); else into the inbox, scheduling ``fanout`` if the event is the first to wait or, on a
+        Redis broker, if no task holds the lease (its task lost with its worker).
+
+        On a Redis broker the script pushes whichever task it chose, so there is no send to fail or wait.
+        Elsewhere the task is sent apart, and a send that fails is reported, not raised: the event is accepted
+        (in the store), and the workers' housekeeping sends it on; ``fanout`` is sent only for the first event to
+        wait, since a send to a broker that is down would hold up every publish."""
+        keys = [KEY_INBOX, KEY_LEASE, KEY_ALONE]
+        messages = [b"", b""]
+        if self.pushed is not None:
+            (fanout_key, messages[0]), (alone_key, messages[1]) = self.pushed(fanout), self.pushed(alone)
+            keys += [fanout_key, alone_key]
+        any_append = "1" if self.pushed is not None else "0"
+        entry = json.dumps(list(event))
+        with reachable():
+            result: int = self._script("inbox_append.lua")(
+                keys=keys,
+                args=[entry, fanout.task_id or "", messages[0], LEASE_SECONDS, any_append, messages[1], time.time()],
+            )
+        if self.pushed is None and result > 0:
+            self._send(alone if result == WENT_ALONE else fanout)
+
+    def fanned_out(self, event: Sequence[str]) -> None:
+        """Forget ``event``, sent alone: its fan-out has listed its deliveries (a task lost before that leaves it
+        to ``look``, which puts it in the inbox after ALONE_GRACE_SECONDS)."""
+        with reachable():
+            self.client.zrem(KEY_ALONE, json.dumps(list(event)))
 
     def ensure(self, fanout: TaskCall) -> bool:
         """Schedule ``fanout`` if events wait and no task holds the lease; whether it did."""
@@ -172,19 +213,20 @@ class Inbox:
             stop.set()
             thread.join()  # a renewal under way ends first: none comes after the block
 
-    def look(self) -> InboxLook:
-        """How many events wait and how long the lease has left, in one step (housekeeping)."""
+    def look(self, now: float) -> InboxLook:
+        """How many events wait, how long the lease has left and when the oldest event sent alone is taken for
+        lost, in one step (housekeeping), once those past their grace are put in the inbox."""
         with reachable():
-            events, lease_ms = self._script("inbox_look.lua")(keys=[KEY_INBOX, KEY_LEASE])
-        return InboxLook(int(events), None if int(lease_ms) < 0 else int(lease_ms) / 1000)
+            events, lease_ms, alone_at = self._script("inbox_look.lua")(
+                keys=[KEY_INBOX, KEY_LEASE, KEY_ALONE], args=[now, ALONE_GRACE_SECONDS]
+            )
+        lease = None if int(lease_ms) < 0 else int(lease_ms) / 1000
+        oldest = float(alone_at)
+        return InboxLook(int(events), lease, None if oldest < 0 else oldest + ALONE_GRACE_SECONDS)
 
     def _schedule(self, name: str, fanout: TaskCall, *args: str | int) -> int:
         """Run the script ``name`` that may lease the inbox to ``fanout`` (above 0 when it did); on a Redis
-        broker it pushes the task's message too, elsewhere the task is sent here.
-
-        The events are in the inbox already (accepted), so a send that fails is reported, not raised: the lease
-        lapses and housekeeping schedules another task.
-        """
+        broker it pushes the task's message too, elsewhere the task is sent here."""
         keys, message = [KEY_INBOX, KEY_LEASE], b""
         if self.pushed is not None:
             key, message = self.pushed(fanout)
@@ -192,16 +234,22 @@ class Inbox:
         with reachable():
             result: int = self._script(name)(keys=keys, args=[fanout.task_id or "", message, LEASE_SECONDS, *args])
         if result > 0 and self.pushed is None:
-            try:
-                self.queue.send([fanout])
-            except OperationalError as exc:
-                logger.warning(
-                    "The fan-out of the events waiting in the inbox could not be sent (%s); a worker schedules "
-                    "another within %d seconds.",
-                    exc,
-                    LEASE_SECONDS,
-                )
+            self._send(fanout)
         return result
+
+    def _send(self, fanout: TaskCall) -> None:
+        """Send a fan-out task the script chose. Its events are in the store already (accepted), so a send that
+        fails is reported, not raised: the lease lapses, or the lone event's grace passes, and a worker's
+        housekeeping schedules another task."""
+        try:
+            self.queue.send([fanout])
+        except OperationalError as exc:
+            logger.warning(
+                "A fan-out of events published one at a time could not be sent (%s); a worker schedules another "
+                "within %d seconds.",
+                exc,
+                ALONE_GRACE_SECONDS,
+            )
 
     def _script(self, name: str) -> Any:
         return script(self.client, __package__, name)

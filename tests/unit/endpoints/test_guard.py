@@ -22,7 +22,7 @@ from webhooks.errors import PermanentDeliveryError
 from webhooks.events import EVENT_NAMES
 from webhooks.log import Attempt, DeliveryLog, State
 from webhooks.ops.redelivery import redeliver
-from webhooks.pipeline import tasks
+from webhooks.pipeline import process, tasks
 from webhooks.publish import publish_events, send_test_event
 from webhooks.registry import Endpoint, MemoryRegistry
 from webhooks.samples import sample_event_kwargs
@@ -34,13 +34,13 @@ OPERATOR = Endpoint(id=OPERATOR_ENDPOINT_ID, url=URL, secret="whsec_op_012345678
 
 @pytest.fixture
 def registry(monkeypatch):
-    monkeypatch.setattr(tasks, "registry", lambda: MemoryRegistry([ENDPOINT]))
+    monkeypatch.setattr(process, "registry", lambda: MemoryRegistry([ENDPOINT]))
 
 
 @pytest.fixture
 def log(monkeypatch):
     log = DeliveryLog(fakeredis.FakeRedis(decode_responses=True))
-    monkeypatch.setattr(tasks, "delivery_log", lambda: log)
+    monkeypatch.setattr(process, "delivery_log", lambda: log)
     return log
 
 

@@ -5,24 +5,25 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 import pytest
 
 from tests.macs import MACS, event
 from tests.unit.pipeline.test_tasks import BODY, body
-from tests.unit.queue.test_inbox import lease, publish
-from webhooks.pipeline import tasks
-from webhooks.queue.inbox import KEY_INBOX
+from tests.unit.queue.test_inbox import EARLIER, lease, publish
+from webhooks.pipeline import process, tasks
+from webhooks.queue.inbox import KEY_ALONE, KEY_INBOX
 from webhooks.registry import Endpoint, MemoryRegistry
 from webhooks.tenancy import DEFAULT_TENANT
 
 
 @pytest.fixture
-def registry(monkeypatch):
+def registry(monkeypatch, fanout_enqueues):
     registry = MemoryRegistry(
         [Endpoint(id="all", url="https://all.example.com/", secret="whsec_all_0123456789abcdef", events=["all"])]
     )
-    monkeypatch.setattr(tasks, "registry", lambda: registry)
+    monkeypatch.setattr(process, "registry", lambda: registry)
     return registry
 
 
@@ -54,6 +55,7 @@ def test_a_batch_fans_out_its_tied_events_and_drops_the_forged_one(registry, enq
 
 
 def test_published_events_are_fanned_out_with_a_mac_on_every_delivery(redis_queue, registry, enqueued):
+    redis_queue.client.zadd(KEY_ALONE, {EARLIER: time.time()})  # the events wait in the inbox
     ids = publish(2)
     assert tasks.fanout_inbox.apply(task_id=lease(redis_queue.client)).get() == 2
     ((call,),) = [enqueued]
@@ -62,6 +64,7 @@ def test_published_events_are_fanned_out_with_a_mac_on_every_delivery(redis_queu
 
 
 def test_an_inbox_entry_of_the_release_before_is_validated_instead(redis_queue, registry, enqueued, caplog):
+    redis_queue.client.zadd(KEY_ALONE, {EARLIER: time.time()})  # the event waits in the inbox
     publish(1)
     broker = redis_queue.client
     broker.rpush(KEY_INBOX, json.dumps(["user_created", "evt_1", BODY, DEFAULT_TENANT]))  # valid: fanned out

@@ -17,7 +17,7 @@ from tests.macs import event, tied
 from webhooks.errors import PermanentDeliveryError, RetryableDeliveryError
 from webhooks.events import build_event, serialize
 from webhooks.log import DeliveryLog, DeliveryQuery, FannedOut, State
-from webhooks.pipeline import batch, stragglers, tasks
+from webhooks.pipeline import batch, process, stragglers, task_run, tasks
 from webhooks.pipeline.sender import Sender
 from webhooks.registry import Endpoint, MemoryRegistry
 from webhooks.samples import sample_event_kwargs
@@ -52,7 +52,7 @@ def registry(monkeypatch):
             ),
         ]
     )
-    monkeypatch.setattr(tasks, "registry", lambda: registry)
+    monkeypatch.setattr(process, "registry", lambda: registry)
     return registry
 
 
@@ -95,7 +95,7 @@ def test_a_disabled_endpoints_delivery_is_held_without_a_request(registry, log, 
     assert held.peek("off") == [["evt_1", BODY]]
 
 
-def test_fanout_gives_a_disabled_subscriber_its_deliveries_so_that_they_are_held(registry, enqueued):
+def test_fanout_gives_a_disabled_subscriber_its_deliveries_so_that_they_are_held(registry, enqueued, fanout_enqueues):
     assert tasks.fanout_many.apply(args=([event("user_updated", "evt_1", BODY)],)).get() == 3
     ((call,),) = [enqueued]  # one batch for the three endpoints
     assert sorted(endpoint_id for endpoint_id, *_ in call.args[0]) == ["all", "crm", "off"]
@@ -112,7 +112,7 @@ def test_a_removed_endpoint_is_dropped_without_a_request(registry):
 def test_an_unsafe_address_is_refused_once_and_not_retried(monkeypatch):
     # No `sent` here: the real sender's address policy refuses the literal address before any socket opens.
     registry = MemoryRegistry([Endpoint(id="meta", url="http://169.254.169.254/", secret=SECRET, events=["all"])])
-    monkeypatch.setattr(tasks, "registry", lambda: registry)
+    monkeypatch.setattr(process, "registry", lambda: registry)
     assert not tasks.settings.allow_private_networks
     result = tasks.deliver.apply(args=tied("meta", "evt_1", BODY))
     assert isinstance(result.result, PermanentDeliveryError)
@@ -120,7 +120,7 @@ def test_an_unsafe_address_is_refused_once_and_not_retried(monkeypatch):
     assert result.result.attempt == 1
 
 
-def test_fanout_enqueues_one_delivery_per_subscribed_endpoint_in_one_batch(registry, enqueued):
+def test_fanout_enqueues_one_delivery_per_subscribed_endpoint_in_one_batch(registry, enqueued, fanout_enqueues):
     assert tasks.fanout_many.apply(args=([event("user_created", "evt_1", BODY)],)).get() == 2
     (batch,) = enqueued
     assert (batch.name, batch.args[:2]) == (
@@ -132,7 +132,9 @@ def test_fanout_enqueues_one_delivery_per_subscribed_endpoint_in_one_batch(regis
     assert tasks.fanout_many.apply(args=([event("company_created", "evt_2", BODY)],)).get() == 1
 
 
-def test_fanout_many_batches_every_delivery_each_endpoints_together_in_one_push(registry, redis_queue, monkeypatch):
+def test_fanout_many_batches_every_delivery_each_endpoints_together_in_one_push(
+    registry, redis_queue, monkeypatch, fanout_enqueues
+):
     pushes = []
     monkeypatch.setattr(redis_queue, "send", pushes.append)
     events = [
@@ -151,7 +153,9 @@ def test_fanout_many_batches_every_delivery_each_endpoints_together_in_one_push(
     ]
 
 
-def test_fanout_many_splits_its_deliveries_into_batches_of_at_most_deliveries_per_batch(registry, enqueued):
+def test_fanout_many_splits_its_deliveries_into_batches_of_at_most_deliveries_per_batch(
+    registry, enqueued, fanout_enqueues
+):
     from webhooks.pipeline.calls import DELIVERIES_PER_BATCH
 
     events = [event("user_created", f"evt_{n}", BODY) for n in range(DELIVERIES_PER_BATCH)]
@@ -160,7 +164,7 @@ def test_fanout_many_splits_its_deliveries_into_batches_of_at_most_deliveries_pe
     assert enqueued[0].argsrepr.endswith(f"and {DELIVERIES_PER_BATCH - 10} more")
 
 
-def test_fanout_many_gives_an_endpoint_with_one_event_a_plain_delivery(registry, enqueued):
+def test_fanout_many_gives_an_endpoint_with_one_event_a_plain_delivery(registry, enqueued, fanout_enqueues):
     tasks.fanout_many.apply(args=([event("company_created", "evt_2", BODY)],))
     ((call,),) = [enqueued]
     assert (call.name, call.args) == ("webhooks.deliver", tuple(tied("all", "evt_2", BODY)))
@@ -169,7 +173,7 @@ def test_fanout_many_gives_an_endpoint_with_one_event_a_plain_delivery(registry,
 @pytest.fixture
 def log(monkeypatch):
     log = DeliveryLog(fakeredis.FakeRedis(decode_responses=True))
-    monkeypatch.setattr(tasks, "delivery_log", lambda: log)
+    monkeypatch.setattr(process, "delivery_log", lambda: log)
     return log
 
 
@@ -202,7 +206,7 @@ def test_an_always_failing_endpoint_ends_failed_in_the_log(registry, log):
 @sent.activate
 def test_an_attempt_is_logged_as_its_endpoints_tenants_and_a_refusal_keeps_the_records(log, monkeypatch):
     acme = Endpoint(id="acme1", url="https://acme.example.com/", secret=SECRET, events=["user_created"], tenant="acme")
-    monkeypatch.setattr(tasks, "registry", lambda: MemoryRegistry([acme]))
+    monkeypatch.setattr(process, "registry", lambda: MemoryRegistry([acme]))
     sent.post("https://acme.example.com/", status=200)
     tasks.deliver.apply(args=tied("acme1", "evt_1", BODY))
     assert log.get("evt_1@acme1").tenant == "acme"
@@ -220,9 +224,64 @@ def test_a_dropped_delivery_is_logged_with_its_reason(registry, log):
     assert delivery.last_result == "Dropped: the endpoint was removed"
 
 
-def test_fanout_lists_its_deliveries_as_pending_first(registry, log, enqueued):
+def test_fanout_lists_its_deliveries_as_pending_first(registry, log, enqueued, fanout_enqueues):
     tasks.fanout_many.apply(args=([event("user_created", "evt_1", BODY)],))
     assert {(d.id, d.state) for d in log.find()} == {("evt_1@crm", State.PENDING), ("evt_1@all", State.PENDING)}
+
+
+@sent.activate
+def test_a_fanout_with_few_deliveries_sends_them_itself_and_a_failure_retries_as_attempt_two(registry, log, enqueued):
+    sent.post(URL, status=200)
+    sent.post("https://all.example.com/", status=503)
+    assert tasks.fanout_many.apply(args=([event("user_created", "evt_1", BODY)],), retries=3).get() == 2
+    assert sorted(call.request.url for call in sent.calls) == ["https://all.example.com/", URL]
+    for call in sent.calls:
+        assert call.request.body == BODY.encode()
+    assert log.get("evt_1@crm").state is State.DELIVERED
+    assert [one.number for one in log.get("evt_1@all").history] == [1]  # the fan-out's own retries count for none
+    (retry,) = enqueued
+    assert (retry.name, retry.args, retry.retries) == ("webhooks.deliver", tuple(tied("all", "evt_1", BODY)), 1)
+
+
+@sent.activate
+def test_an_event_published_alone_is_sent_by_its_own_fanout_which_then_forgets_it(registry, log, redis_queue, enqueued):
+    from webhooks import publish_event
+    from webhooks.queue.inbox import KEY_ALONE, KEY_INBOX
+
+    sent.post(URL, status=200)
+    sent.post("https://all.example.com/", status=200)
+    event_id = publish_event("user_created", **sample_event_kwargs("user_created"))
+    (fanout,) = enqueued
+    assert fanout.name == "webhooks.fanout_many" and redis_queue.client.zcard(KEY_ALONE) == 1
+    assert tasks.fanout_many.apply(args=fanout.args, task_id=fanout.task_id).get() == 2
+    assert len(sent.calls) == 2 and {log.get(f"{event_id}@{e}").state for e in ("crm", "all")} == {State.DELIVERED}
+    assert not redis_queue.client.exists(KEY_ALONE, KEY_INBOX)
+
+
+@sent.activate
+def test_the_inbox_fanout_frees_the_inbox_then_sends_an_event_with_few_subscribers_itself(
+    registry, log, redis_queue, enqueued
+):
+    from webhooks import publish_event
+    from webhooks.queue.inbox import KEY_ALONE, KEY_INBOX, KEY_LEASE
+
+    sent.post(URL, status=200)
+    sent.post("https://all.example.com/", status=200)
+    redis_queue.client.zadd(KEY_ALONE, {"an event sent alone, not fanned out yet": time.time()})  # it waits
+    event_id = publish_event("user_created", **sample_event_kwargs("user_created"))
+    lease = redis_queue.client.get(KEY_LEASE).decode().removeprefix("scheduled:")
+    assert tasks.fanout_inbox.apply(task_id=lease).get() == 2
+    assert len(sent.calls) == 2 and {log.get(f"{event_id}@{e}").state for e in ("crm", "all")} == {State.DELIVERED}
+    assert enqueued == [] and not redis_queue.client.exists(KEY_INBOX, KEY_LEASE)
+
+
+@sent.activate
+def test_a_fanout_with_more_deliveries_than_it_sends_itself_enqueues_them_all(registry, log, enqueued, monkeypatch):
+    monkeypatch.setattr(task_run, "SENT_BY_FANOUT", 1)
+    assert tasks.fanout_many.apply(args=([event("user_created", "evt_1", BODY)],)).get() == 2
+    assert sent.calls == []
+    ((call,),) = [enqueued]
+    assert call.name == "webhooks.deliver_many" and len(call.args[0]) == 2
 
 
 @sent.activate
@@ -256,7 +315,7 @@ def held(log):
 @sent.activate
 def test_an_unreachable_delivery_log_never_causes_a_second_post(registry, monkeypatch, caplog):
     unreachable = DeliveryLog(unreachable_redis())
-    monkeypatch.setattr(tasks, "delivery_log", lambda: unreachable)
+    monkeypatch.setattr(process, "delivery_log", lambda: unreachable)
     sent.post(URL, status=200)
     assert deliver().successful()
     assert len(sent.calls) == 1
@@ -433,7 +492,7 @@ def test_a_batch_whose_retries_cannot_be_enqueued_goes_back_on_the_queue_whole(r
 def limited(registry, monkeypatch):
     """Endpoint ``crm`` at 2 requests per second (its window in the process's store, fresh for each test)."""
     crm = registry.get("crm").model_copy(update={"rate_limit_per_second": 2})
-    monkeypatch.setattr(tasks, "registry", lambda: MemoryRegistry([crm, *registry.list()[1:]]))
+    monkeypatch.setattr(process, "registry", lambda: MemoryRegistry([crm, *registry.list()[1:]]))
 
 
 @sent.activate
@@ -480,7 +539,7 @@ def test_a_batch_hands_a_slow_answer_to_its_process_and_the_process_settles_it(r
     deliveries = [tied("crm", "evt_1", body(1)), tied("all", "evt_2", body(2))]
     assert tasks.deliver_many.apply(args=(deliveries,)).get() == {"delivered": 1, "handed_over": 1}
     assert time.monotonic() - started < stragglers.HANDOFF_SECONDS * 3  # the task did not wait for the slow one
-    assert tasks.stragglers.drain(10)
+    assert task_run.stragglers.drain(10)
     slow = log.get("evt_2@all")
     assert (slow.state, slow.attempts, slow.last_result) == (State.RETRYING, 1, "HTTP 503")
     assert slow.next_retry_at is not None
@@ -493,7 +552,7 @@ def test_an_admitted_batch_that_ends_frees_its_slot_and_sends_its_tenants_next_p
     sent.post("https://all.example.com/", status=200)
     events = [event("company_created", f"evt_{n}", body(n, "company_created")) for n in range(DELIVERIES_PER_BATCH * 6)]
     tasks.fanout_many.apply(args=(events,))  # 6 batches, all to the endpoint "all"
-    admission = tasks.admission()
+    admission = process.admission()
     limit = admission.limit
     assert admission.waiting("default") == (limit, 6 - limit)
     first = enqueued[0]
@@ -505,7 +564,7 @@ def test_an_admitted_batch_that_ends_frees_its_slot_and_sends_its_tenants_next_p
 
 @sent.activate
 def test_an_admitted_batch_put_back_on_the_queue_keeps_its_slot(registry, log, monkeypatch):
-    admission = tasks.admission()
+    admission = process.admission()
     (call,) = admission.admit({"t1": [tied("crm", f"evt_{n}", body(n)) for n in range(2)]})
 
     def refused(parts, ran):
@@ -516,3 +575,15 @@ def test_an_admitted_batch_put_back_on_the_queue_keeps_its_slot(registry, log, m
     result = tasks.deliver_many.apply(args=call.args)
     assert isinstance(result.result, Reject)
     assert admission.waiting("t1") == (1, 0)
+
+
+@sent.activate
+def test_a_fanout_sending_its_few_deliveries_itself_lists_them_before_it_holds_a_disabled_ones(
+    registry, log, enqueued, held
+):
+    sent.post(URL, status=200)
+    sent.post("https://all.example.com/", status=200)
+    assert tasks.fanout_many.apply(args=([event("user_updated", "evt_1", BODY)],)).get() == 3
+    states = {endpoint_id: log.get(f"evt_1@{endpoint_id}").state for endpoint_id in ("crm", "all", "off")}
+    assert states == {"crm": State.DELIVERED, "all": State.DELIVERED, "off": State.HELD}
+    assert held.peek("off") == [["evt_1", BODY]] and enqueued == []

@@ -8,7 +8,7 @@ from tests import sent
 from tests.macs import event, tied
 from tests.unit.pipeline.test_tasks import BODY
 from webhooks.errors import RegistryUnavailableError
-from webhooks.pipeline import batch, fanout, tasks
+from webhooks.pipeline import batch, fanout, process, tasks
 from webhooks.registry import Endpoint, MemoryRegistry
 
 URL = "https://crm.example.com/hooks"
@@ -42,7 +42,7 @@ class FlakyRegistry(MemoryRegistry):
 @sent.activate
 def test_a_delivery_waits_for_an_unreachable_registry_and_loses_no_attempt(monkeypatch, enqueued, caplog):
     registry = FlakyRegistry(failures=1)
-    monkeypatch.setattr(tasks, "registry", lambda: registry)
+    monkeypatch.setattr(process, "registry", lambda: registry)
     sent.post(URL, status=200)
     before = time.time()
     assert tasks.deliver.apply(args=tied("crm", "evt_1", BODY), retries=4).successful()
@@ -56,24 +56,26 @@ def test_a_delivery_waits_for_an_unreachable_registry_and_loses_no_attempt(monke
 
 
 def test_a_batch_waits_for_an_unreachable_registry_and_loses_no_attempt(monkeypatch, enqueued):
-    monkeypatch.setattr(tasks, "registry", lambda: FlakyRegistry(failures=1))
+    monkeypatch.setattr(process, "registry", lambda: FlakyRegistry(failures=1))
     deliveries = [tied("crm", "evt_1", BODY), tied("crm", "evt_2", BODY)]
     assert tasks.deliver_many.apply(args=(deliveries,)).get() == {"waiting": 2}
     (again,) = enqueued
     assert (again.name, again.args, again.retries) == ("webhooks.deliver_many", (deliveries,), 0)
 
 
-def test_fanout_retries_when_the_registry_is_unreachable(monkeypatch, enqueued):
+def test_fanout_retries_when_the_registry_is_unreachable(monkeypatch, enqueued, fanout_enqueues):
     registry = FlakyRegistry(failures=1)
-    monkeypatch.setattr(tasks, "registry", lambda: registry)
+    monkeypatch.setattr(process, "registry", lambda: registry)
     result = tasks.fanout_many.apply(args=([event("user_created", "evt_1", BODY)],))
     assert result.successful() and result.result == 1
     assert [call.args for call in enqueued] == [tuple(tied("crm", "evt_1", BODY))]
 
 
-def test_a_fanout_outlasts_any_outage_of_the_registry_and_says_that_events_wait(monkeypatch, enqueued, caplog):
+def test_a_fanout_outlasts_any_outage_of_the_registry_and_says_that_events_wait(
+    monkeypatch, enqueued, caplog, fanout_enqueues
+):
     registry = FlakyRegistry(failures=3 * tasks.MAX_RETRIES)  # far more tries than any delivery gets
-    monkeypatch.setattr(tasks, "registry", lambda: registry)
+    monkeypatch.setattr(process, "registry", lambda: registry)
     result = tasks.fanout_many.apply(
         args=([event("user_created", "evt_1", BODY), event("user_created", "evt_2", BODY)],)
     )
@@ -84,3 +86,23 @@ def test_a_fanout_outlasts_any_outage_of_the_registry_and_says_that_events_wait(
         "The endpoint registry at redis://127.0.0.1:1/0 cannot be reached: down. 2 events wait for their fan-out, "
         f"tried again within {fanout.FANOUT_RETRY_MAX_SECONDS} seconds until it answers."
     )
+
+
+class SendTimeFlakyRegistry(FlakyRegistry):
+    """Answers the fan-out's read of the subscribers, then fails the next ``failures`` reads (at send time)."""
+
+    def subscribers(self, tenant, event_name):
+        return MemoryRegistry.subscribers(self, tenant, event_name)
+
+
+def test_a_fanout_sending_its_few_deliveries_itself_lists_them_and_waits_for_the_registry(monkeypatch, enqueued):
+    from webhooks.log import DeliveryLog, State
+    from webhooks.store import store_client
+
+    monkeypatch.setattr(process, "registry", lambda: SendTimeFlakyRegistry(failures=1))
+    log = DeliveryLog(store_client(tasks.settings))
+    monkeypatch.setattr(process, "delivery_log", lambda: log)
+    assert tasks.fanout_many.apply(args=([event("user_created", "evt_1", BODY)],)).get() == 1
+    assert log.get("evt_1@crm").state is State.PENDING  # listed: a lost message leaves it to the reconciliation
+    (again,) = enqueued  # sent for later with no attempt made
+    assert (again.name, again.args, again.retries) == ("webhooks.deliver", tuple(tied("crm", "evt_1", BODY)), 0)

@@ -16,21 +16,27 @@ from tests.waiting import wait_until
 from webhooks import PublishError, publish_event
 from webhooks.celery_app import app
 from webhooks.errors import RegistryUnavailableError
-from webhooks.pipeline import tasks
-from webhooks.pipeline.calls import EVENTS_PER_FANOUT, inbox_fanout_call
+from webhooks.pipeline import process, tasks
+from webhooks.pipeline.calls import EVENTS_PER_FANOUT, Published, fanout_calls, inbox_fanout_call
 from webhooks.queue import BrokerChores, CeleryQueue, Inbox, RedisQueue, TaskCall, inbox
-from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE, LEASE_SECONDS
+from webhooks.queue.inbox import ALONE_GRACE_SECONDS, KEY_ALONE, KEY_INBOX, KEY_LEASE, LEASE_SECONDS
 from webhooks.registry import Endpoint, MemoryRegistry
 from webhooks.samples import sample_event_kwargs
+from webhooks.tenancy import DEFAULT_TENANT
+
+#: An event sent alone whose fan-out has not taken it yet: while it waits, events published one at a time wait in
+#: the inbox (with nothing waiting, an event goes as its own fan-out task: the tests of that path say so).
+EARLIER = json.dumps(["user_created", "evt_earlier", "{}", "default", ""])
 
 
 @pytest.fixture
 def broker(redis_queue):
+    redis_queue.client.zadd(KEY_ALONE, {EARLIER: time.time()})
     return redis_queue.client
 
 
 @pytest.fixture
-def registry(monkeypatch):
+def registry(monkeypatch, fanout_enqueues):
     registry = MemoryRegistry(
         [
             Endpoint(
@@ -39,7 +45,7 @@ def registry(monkeypatch):
             Endpoint(id="all", url="https://all.example.com/", secret="whsec_all_0123456789abcdef", events=["all"]),
         ]
     )
-    monkeypatch.setattr(tasks, "registry", lambda: registry)
+    monkeypatch.setattr(process, "registry", lambda: registry)
     return registry
 
 
@@ -97,6 +103,34 @@ def test_events_beyond_one_tasks_share_are_handed_to_the_next_fanout_task_at_the
     tasks.fanout_inbox.apply(task_id=handed)
     assert per_endpoint(enqueued) == {"crm": ids, "all": ids}
     assert broker.llen(KEY_INBOX) == 0 and not broker.exists(KEY_LEASE)
+
+
+def test_with_nothing_waiting_an_event_goes_as_its_own_fanout_task_noted_until_it_is_fanned_out(redis_queue):
+    broker = redis_queue.client
+    (first,) = publish(1)
+    (alone,) = queued(broker)
+    assert alone["task"] == "webhooks.fanout_many" and first in alone["argsrepr"]
+    assert broker.llen(KEY_INBOX) == 0 and not broker.exists(KEY_LEASE)
+    ((noted, _),) = broker.zrange(KEY_ALONE, 0, -1, withscores=True)
+    (second,) = publish(1)  # the first is not fanned out yet: this one waits in the inbox
+    assert [json.loads(entry)[1] for entry in broker.lrange(KEY_INBOX, 0, -1)] == [second]
+    Inbox(broker, redis_queue).fanned_out(json.loads(noted))
+    assert broker.zcard(KEY_ALONE) == 0
+
+
+def test_an_event_sent_alone_whose_task_was_lost_joins_the_inbox_after_its_grace(redis_queue, redis_inbox):
+    broker = redis_queue.client
+    (event_id,) = publish(1)
+    broker.delete("celery")  # its task, lost with a worker between kombu's pop and its unacknowledged record
+    chores = BrokerChores(redis_queue.waiting, redis_inbox)
+    published_at = time.time()
+    assert chores.run(published_at, inbox_fanout_call) <= published_at + ALONE_GRACE_SECONDS + 1  # a look then
+    assert queued(broker) == [] and broker.llen(KEY_INBOX) == 0
+    chores.run(published_at + ALONE_GRACE_SECONDS + 1, inbox_fanout_call)
+    assert [json.loads(entry)[1] for entry in broker.lrange(KEY_INBOX, 0, -1)] == [event_id]
+    (task,) = queued(broker)
+    assert (task["task"], task["id"]) == ("webhooks.fanout_inbox", lease(broker))
+    assert broker.zcard(KEY_ALONE) == 0
 
 
 def test_a_fanout_task_leaves_the_events_to_the_task_that_runs_with_the_lease(broker, registry, enqueued):
@@ -203,7 +237,7 @@ def test_a_fanout_retried_after_a_registry_outage_keeps_its_events_and_sends_eac
     broker, registry, enqueued, monkeypatch
 ):
     flaky = FlakyRegistry(registry.list())
-    monkeypatch.setattr(tasks, "registry", lambda: flaky)
+    monkeypatch.setattr(process, "registry", lambda: flaky)
     ids = publish(2)
     result = tasks.fanout_inbox.apply(task_id=lease(broker))  # eager: the retry runs at once, same task id
     assert result.get() == 4
@@ -239,8 +273,15 @@ def store_inbox(monkeypatch):
     sent = []
     monkeypatch.setattr(app, "send_task", lambda name, args, **options: sent.append((name, options["task_id"])))
     store_inbox = Inbox(fakeredis.FakeRedis(server=fakeredis.FakeServer()), CeleryQueue(app))
+    store_inbox.client.zadd(KEY_ALONE, {EARLIER: time.time()})
     store_inbox.sent = sent
     return store_inbox
+
+
+def alone(event_id: str) -> TaskCall:
+    """The fan-out task of one event that goes without the inbox."""
+    (call,) = fanout_calls([Published("user_created", event_id, "{}", DEFAULT_TENANT)])
+    return call
 
 
 def store_lease(store_inbox) -> str:
@@ -248,7 +289,7 @@ def store_lease(store_inbox) -> str:
 
 
 def append(store_inbox, event_id: str) -> None:
-    store_inbox.append(("user_created", event_id, "{}"), inbox_fanout_call())
+    store_inbox.append(("user_created", event_id, "{}"), inbox_fanout_call(), alone(event_id))
 
 
 def test_in_the_store_single_events_wait_behind_one_fanout_task_sent_through_celery(store_inbox):
@@ -290,6 +331,30 @@ def test_in_the_store_a_fanout_that_cannot_be_sent_leaves_the_event_accepted_for
     assert store_inbox.sent == [("webhooks.fanout_inbox", "x")]
 
 
+def test_in_the_store_an_event_goes_as_its_own_task_sent_through_celery_when_nothing_waits(store_inbox):
+    store_inbox.client.delete(KEY_ALONE)
+    append(store_inbox, "evt_1")
+    append(store_inbox, "evt_2")  # the first is not fanned out yet: this one waits in the inbox
+    assert [name for name, _ in store_inbox.sent] == ["webhooks.fanout_many", "webhooks.fanout_inbox"]
+    assert [json.loads(entry)[1] for entry in store_inbox.client.lrange(KEY_INBOX, 0, -1)] == ["evt_2"]
+
+
+def test_in_the_store_an_event_the_broker_refuses_to_take_alone_is_kept_for_housekeeping(
+    store_inbox, monkeypatch, caplog
+):
+    def broker_down(name, args, **options):
+        raise OperationalError("connection refused")
+
+    store_inbox.client.delete(KEY_ALONE)
+    monkeypatch.setattr(app, "send_task", broker_down)
+    append(store_inbox, "evt_1")  # accepted: noted as sent alone
+    assert "could not be sent" in caplog.text and store_inbox.client.zcard(KEY_ALONE) == 1
+    monkeypatch.setattr(app, "send_task", lambda name, args, **options: store_inbox.sent.append((name, "x")))
+    BrokerChores(None, store_inbox).run(time.time() + ALONE_GRACE_SECONDS + 1, inbox_fanout_call)
+    assert store_inbox.sent == [("webhooks.fanout_inbox", "x")]
+    assert [json.loads(entry)[1] for entry in store_inbox.client.lrange(KEY_INBOX, 0, -1)] == ["evt_1"]
+
+
 def test_in_the_store_a_lapsed_lease_is_left_to_the_workers_not_to_the_next_append(store_inbox):
     append(store_inbox, "evt_1")
     store_inbox.client.delete(KEY_LEASE)  # its task was lost with its worker
@@ -301,7 +366,7 @@ def test_in_the_store_a_lapsed_lease_is_left_to_the_workers_not_to_the_next_appe
 
 def test_on_a_redis_broker_the_inbox_pushes_the_fanout_message_it_is_given_in_the_same_step(broker, redis_inbox):
     fanout = TaskCall("any.task.name", (), "()", task_id="task-7")  # the pipeline names it, not the inbox
-    redis_inbox.append(("user_created", "evt_1", "{}"), fanout)
+    redis_inbox.append(("user_created", "evt_1", "{}"), fanout, alone("evt_1"))
     (task,) = queued(broker)
     assert (task["task"], task["id"], lease(broker)) == ("any.task.name", "task-7", "task-7")
 
@@ -309,6 +374,6 @@ def test_on_a_redis_broker_the_inbox_pushes_the_fanout_message_it_is_given_in_th
 def test_an_unreachable_inbox_raises_operational_error():
     queue = CeleryQueue(app)
     with pytest.raises(OperationalError):
-        Inbox(unreachable_redis(), queue).append(("user_created", "evt_1", "{}"), inbox_fanout_call())
+        Inbox(unreachable_redis(), queue).append(("user_created", "evt_1", "{}"), inbox_fanout_call(), alone("evt_1"))
     with pytest.raises(OperationalError):
         Inbox(unreachable_redis(), queue).claim("t", 1)
