@@ -14,6 +14,7 @@ from bench.scenarios import (
     Results,
     fanout_floors,
     hanging_neighbour,
+    one_process_slow,
     ours_phase,
     probed_phase,
     publish_costs,
@@ -31,6 +32,7 @@ PHASES: list[tuple[str, Callable[[Harness, Plan, Results], None]]] = [
     ("ABCE", naive_phase),  # before ours and the tuned peer: E times them at the naive sender's rate
     ("ABCEF", ours_phase),
     ("ABEF", tuned_phase),
+    ("B", one_process_slow),
     ("AB", raw_phase),
     ("I", fanout_phase),
     ("L", neighbour_phase),

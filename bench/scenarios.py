@@ -342,6 +342,17 @@ def slow_receivers(harness: Harness, plan: Plan, results: Results, sender: str, 
             result.add_to(results, measure, sender)
 
 
+def one_process_slow(harness: Harness, plan: Plan, results: Results) -> None:
+    """B at 1 s on one worker process alone: what its in-flight room carries (issue 26: at least 500 a second)."""
+    with ours_workers(harness, 1) as workers:
+        url = harness.endpoint_url("ours-one", 1000)
+        register(harness, [url])
+        count = plan.n(1000)
+        for _ in range(plan.repeat):
+            result = receive(harness, count, lambda: publish_batch(count), workers=workers)
+            result.add_to(results, "B 1 s one process", "ours")
+
+
 def ours_fanout(harness: Harness, plan: Plan, results: Results, workers: list[Process]) -> None:
     """D: publish one event to 1,000 Redis-registered endpoints; time until its fan-out task has enqueued the
     1,000 deliveries (the probe's ``fanned`` line)."""

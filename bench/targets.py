@@ -40,6 +40,7 @@ TARGETS: tuple[Target, ...] = (
     Target("A one at a time", "naive delay", "≥ 2x the naive sender", ratio=2.0),
     Target("B 100 ms", "tuned", "≥ 3.0x the tuned Celery peer", ratio=3.0),
     Target("B 100 ms", "naive", "≥ 15x the naive sender", ratio=15.0),
+    Target("B 1 s one process", "", "≥ 500 deliveries/s", bound=500),
     Target("I 1000 x 1", "tuned", "≥ 5.0x the tuned Celery peer", ratio=5.0),
     Target("I 10000 x 1", "tuned", "≥ 5.0x the tuned Celery peer", ratio=5.0),
     Target("E p50", "tuned delay", "≤ the tuned Celery peer's", ratio=1.0),
