@@ -51,8 +51,11 @@ TARGETS: tuple[Target, ...] = (
         for size in (100, 1000, 10_000)
         for events in (1, 5)
     ),
-    Target("J 1", "", "≤ 100 a minute", bound=100),
-    Target("J 1 commandstats", "", "≤ 100 a minute", bound=100),
+    *(
+        Target(f"J {processes}{how}", "", "≤ 100 a minute", bound=100)
+        for processes in (1, 2)
+        for how in ("", " commandstats")
+    ),
     Target("F host PSS", "tuned", "≤ the tuned Celery peer's host", ratio=1.0),
     Target("F after A, one process", "naive", "< 150 MB", bound=150),
     Target("F retries", "", "< 100 MB", bound=100),
