@@ -129,6 +129,8 @@ def _publish(app: Celery, events: Sequence[Published]) -> None:
     if inbox is not None and len(events) == 1:
         (alone,) = fanout_calls(events)
         inbox.append(events[0], inbox_fanout_call(), alone)
+    elif inbox is not None:
+        inbox.send_events(events, fanout_calls(events))
     else:
         queue_for(app).send(fanout_calls(events))
 

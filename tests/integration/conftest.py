@@ -34,7 +34,7 @@ from tests.servers import (
     stop_worker,
 )
 from tests.waiting import wait_until
-from webhooks.queue.inbox import KEY_ALONE, KEY_INBOX
+from webhooks.queue.inbox import KEY_INBOX, KEY_SENT
 from webhooks.queue.rabbitmq import is_amqp_url
 from webhooks.queue.waiting import KEY_WAITING
 
@@ -205,7 +205,7 @@ def nothing_waits(env: Mapping[str, str]) -> bool:
     if is_amqp_url(url):  # the inbox is in the store's Redis
         store = redis.Redis.from_url(env["WEBHOOKS_REDIS_URL"])
         try:
-            return rabbitmq_messages(url) == 0 and store.llen(KEY_INBOX) == 0 and store.zcard(KEY_ALONE) == 0
+            return rabbitmq_messages(url) == 0 and store.llen(KEY_INBOX) == 0 and store.zcard(KEY_SENT) == 0
         finally:
             store.close()
     client = redis.Redis.from_url(url)
@@ -215,7 +215,7 @@ def nothing_waits(env: Mapping[str, str]) -> bool:
             and client.hlen("unacked") == 0
             and client.zcard(KEY_WAITING) == 0
             and client.llen(KEY_INBOX) == 0
-            and client.zcard(KEY_ALONE) == 0
+            and client.zcard(KEY_SENT) == 0
         )
     finally:
         client.close()

@@ -158,3 +158,11 @@ def test_an_invalid_tenant_is_refused_with_a_sentence_and_nothing_is_enqueued(en
             ]
         )
     assert enqueued == [] and enqueued.events() == []
+
+
+def test_a_batch_is_noted_with_its_fanout_tasks_so_that_a_lost_message_loses_no_event(enqueued, redis_queue):
+    from webhooks.queue.inbox import KEY_SENT
+
+    ids = publish_events([{"name": "user_created", **sample_event_kwargs("user_created")}] * 3)
+    assert sorted(json.loads(entry)[1] for entry in redis_queue.client.zrange(KEY_SENT, 0, -1)) == sorted(ids)
+    assert [call.name for call in enqueued] == ["webhooks.fanout_many"]

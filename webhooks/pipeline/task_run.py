@@ -25,7 +25,7 @@ from webhooks.pipeline.stragglers import Stragglers
 from webhooks.queue import TaskCall, inbox_for, queue_for
 from webhooks.worker import stragglers
 
-__all__ = ["SENT_BY_FANOUT", "deliver_batch", "forget_alone", "kept_unless_many", "notify", "run_batch"]
+__all__ = ["SENT_BY_FANOUT", "deliver_batch", "forget_sent", "kept_unless_many", "notify", "run_batch"]
 
 logger = logging.getLogger("webhooks.delivery")
 
@@ -93,13 +93,14 @@ def notify(calls: Sequence[TaskCall]) -> None:
         logger.warning("The operator events above were not sent: the broker refused them (%s).", exc)
 
 
-def forget_alone(event: Sequence[str]) -> None:
-    """Tell the inbox that ``event``, published alone, is fanned out (``Inbox.fanned_out``). A store that fails is
-    reported: the inbox takes the event for lost after its grace, and it is fanned out again (a duplicate)."""
+def forget_sent(events: Sequence[Sequence[str]]) -> None:
+    """Tell the inbox that ``events``, sent in their fan-out task's own message, are fanned out
+    (``Inbox.fanned_out``). A store that fails is reported: the inbox takes them for lost after their grace, and
+    they are fanned out again (duplicates)."""
     inbox = inbox_for(app)
     if inbox is None:
         return
     try:
-        inbox.fanned_out(event)
+        inbox.fanned_out(events)
     except OperationalError as exc:
-        logger.warning("Event %.80r is fanned out again within a minute: the store failed (%s).", event[1], exc)
+        logger.warning("%d events are fanned out again within a minute: the store failed (%s).", len(events), exc)

@@ -34,7 +34,7 @@ from webhooks.pipeline.calls import (
     published,
 )
 from webhooks.pipeline.fanout import FANOUT_OPTIONS, fan_out, waiting_through_outages
-from webhooks.pipeline.task_run import deliver_batch, forget_alone, kept_unless_many, notify, run_batch
+from webhooks.pipeline.task_run import deliver_batch, forget_sent, kept_unless_many, notify, run_batch
 from webhooks.pipeline.taskbase import BatchTask, EventsTask, WebhooksTask
 from webhooks.queue import inbox_for, queue_for
 from webhooks.settings import MAX_RETRIES
@@ -52,16 +52,15 @@ class _Task(WebhooksTask):
 @app.task(base=EventsTask, name=FANOUT_MANY_TASK, **FANOUT_OPTIONS)
 def fanout_many(events: list[list[str]]) -> int:
     """Deliver a batch of ``[name, id, body, tenant, mac]``, or one event published alone; return how many
-    deliveries it made of them. A few are listed as pending as they leave: until then the task's message (and for
-    an event sent alone, the inbox) keeps them."""
+    deliveries it made of them. A few are listed as pending as they leave: until then the task's message (and the
+    inbox's note of events sent in their own task) keeps them."""
     with waiting_through_outages(len(events)):
         given = [published(event, settings.default_tenant) for event in events]
         fan = fan_out(process.registry(), given, process.task_macs(), untied=settings.accept_untied_fanouts)
         few = kept_unless_many(fan)
     if few:
         deliver_batch(few, 0, on_way=lambda: fan.list_pending(process.delivery_log()))
-    if len(events) == 1:  # published alone: listed now, the inbox need not keep it
-        forget_alone(events[0])
+    forget_sent(events)  # listed now (or dropped): the inbox need not keep them
     return fan.count
 
 

@@ -2,10 +2,11 @@
 and say when the next look must come.
 
 An idle worker must cost Redis almost nothing, yet a retry is due at its time and a fan-out of the inbox lost
-with its worker must be replaced within seconds (an event sent alone whose task was lost, once its grace is
-over). So a look releases what is due (``waiting.py``) and looks at the inbox (``inbox.py``), one script each,
-and says when something can next need doing: the earliest waiting message, the inbox's lease running out while
-events wait, the oldest event sent alone reaching its grace, or at the latest LOOK_EVERY_SECONDS from now.
+with its worker must be replaced within seconds (and the events of a fan-out task of their own that was lost,
+once their grace is over). So a look releases what is due (``waiting.py``) and looks at the inbox (``inbox.py``),
+one script each, and says when something can next need doing: the earliest waiting message, the inbox's lease
+running out while events wait, the oldest event sent in its own task reaching its grace, or at the latest
+LOOK_EVERY_SECONDS from now.
 Between looks the worker sends nothing. A message scheduled by this process after a look is noted
 (``waiting.noted``), so that its worker looks at its time.
 """
@@ -37,7 +38,7 @@ class Look:
 
     def next_at(self, now: float) -> float:
         """When the next look must come (Unix seconds): at the next message's time, just after the inbox's lease
-        can lapse while events wait or an event sent alone can be taken for lost, or LOOK_EVERY_SECONDS from
+        can lapse while events wait or an event sent in its own task can be taken for lost, or LOOK_EVERY_SECONDS from
         ``now``."""
         at = now + LOOK_EVERY_SECONDS
         if self.released.due is not None:
@@ -45,8 +46,8 @@ class Look:
         if self.inbox.events > 0:
             lease = LEASE_SECONDS if self.inbox.lease_seconds is None else self.inbox.lease_seconds
             at = min(at, now + lease + LEASE_GRACE_SECONDS)
-        if self.inbox.alone_lost_at is not None:
-            at = min(at, self.inbox.alone_lost_at + LEASE_GRACE_SECONDS)
+        if self.inbox.sent_lost_at is not None:
+            at = min(at, self.inbox.sent_lost_at + LEASE_GRACE_SECONDS)
         return at
 
 

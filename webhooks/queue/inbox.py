@@ -36,7 +36,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -49,12 +48,12 @@ from webhooks.queue.base import Queue, TaskCall, reachable
 from webhooks.store import script
 
 __all__ = [
-    "ALONE_GRACE_SECONDS",
-    "KEY_ALONE",
     "KEY_INBOX",
     "KEY_LEASE",
+    "KEY_SENT",
     "LEASE_SECONDS",
     "RENEW_INTERVAL_SECONDS",
+    "SENT_GRACE_SECONDS",
     "Claimed",
     "Inbox",
     "InboxLook",
@@ -74,13 +73,14 @@ KEY_LEASE = "webhooks:inbox:lease"
 LEASE_SECONDS = 3
 #: Seconds between two renewals of the lease by the task that holds it (``renewing``).
 RENEW_INTERVAL_SECONDS = 1.0
-#: Events sent as their own fan-out task, scored by when they were published (Unix seconds), until that task has
-#: listed their deliveries: a task message lost with its worker (kombu's Redis transport pops a message before it
-#: records it as unacknowledged) leaves its event here, and housekeeping puts it in the inbox.
-KEY_ALONE = "webhooks:inbox:alone"
-#: Seconds after its publish at which an event sent alone and not fanned out yet is taken for lost: its fan-out
-#: takes milliseconds, since it goes alone only when nothing waits; a second fan-out of it is a duplicate, not a loss.
-ALONE_GRACE_SECONDS = 20
+#: Events that travel in a fan-out task of their own (one published alone, a ``publish_events()`` batch on a Redis
+#: broker) until that task has listed their deliveries, scored by when a worker's look first saw them (Unix
+#: seconds; +inf until then): a task message lost with its worker (kombu's Redis transport pops a message before it
+#: records it as unacknowledged) leaves its events here, and housekeeping puts them in the inbox.
+KEY_SENT = "webhooks:inbox:sent"
+#: Seconds after a look first saw an event sent in its own task, not fanned out since, at which it is taken for
+#: lost: a fan-out takes milliseconds; a second fan-out of an event is a duplicate, not a loss.
+SENT_GRACE_SECONDS = 20
 
 #: What the append script returns when the event goes as its own fan-out task.
 WENT_ALONE = 2
@@ -98,11 +98,12 @@ class Claimed:
 @dataclass(frozen=True, slots=True)
 class InboxLook:
     """How many ``events`` wait in the inbox, the seconds left on its lease (None: no task holds it), and when
-    (Unix seconds) the oldest event sent alone is taken for lost if its fan-out has not taken it (None: none)."""
+    (Unix seconds) the oldest event sent in its own task is taken for lost if its fan-out has not taken it (None:
+    none)."""
 
     events: int
     lease_seconds: float | None
-    alone_lost_at: float | None = None
+    sent_lost_at: float | None = None
 
     @property
     def fanout_lost(self) -> bool:
@@ -126,7 +127,7 @@ class Inbox:
 
     def append(self, event: Sequence[str], fanout: TaskCall, alone: TaskCall) -> None:
         """Accept one event ``(name, id, body, tenant, mac)``, in one script: as its own fan-out task ``alone``
-        when nothing waits (one hop and a claim less), noted in the alone set until that task has fanned it out
+        when nothing waits (one hop and a claim less), noted in KEY_SENT until that task has fanned it out
         (``fanned_out``); else into the inbox, scheduling ``fanout`` if the event is the first to wait or, on a
         Redis broker, if no task holds the lease (its task lost with its worker).
 
@@ -134,7 +135,7 @@ class Inbox:
         Elsewhere the task is sent apart, and a send that fails is reported, not raised: the event is accepted
         (in the store), and the workers' housekeeping sends it on; ``fanout`` is sent only for the first event to
         wait, since a send to a broker that is down would hold up every publish."""
-        keys = [KEY_INBOX, KEY_LEASE, KEY_ALONE]
+        keys = [KEY_INBOX, KEY_LEASE, KEY_SENT]
         messages = [b"", b""]
         if self.pushed is not None:
             (fanout_key, messages[0]), (alone_key, messages[1]) = self.pushed(fanout), self.pushed(alone)
@@ -144,16 +145,34 @@ class Inbox:
         with reachable():
             result: int = self._script("inbox_append.lua")(
                 keys=keys,
-                args=[entry, fanout.task_id or "", messages[0], LEASE_SECONDS, any_append, messages[1], time.time()],
+                args=[entry, fanout.task_id or "", messages[0], LEASE_SECONDS, any_append, messages[1]],
             )
         if self.pushed is None and result > 0:
             self._send(alone if result == WENT_ALONE else fanout)
 
-    def fanned_out(self, event: Sequence[str]) -> None:
-        """Forget ``event``, sent alone: its fan-out has listed its deliveries (a task lost before that leaves it
-        to ``look``, which puts it in the inbox after ALONE_GRACE_SECONDS)."""
+    def send_events(self, events: Sequence[Sequence[str]], calls: Sequence[TaskCall]) -> None:
+        """Send the fan-out tasks ``calls`` that carry ``events`` (a ``publish_events()`` batch). On a Redis broker
+        one script notes the events in KEY_SENT and pushes the messages, so a message lost between kombu's pop and
+        its unacknowledged record loses no event; elsewhere the broker keeps a message until its task ends, and they
+        are sent as they are. Raises kombu's ``OperationalError``: nothing was sent (on Redis, nothing noted)."""
+        if self.pushed is None:
+            self.queue.send(calls)
+            return
+        lists: dict[str, list[bytes]] = {}
+        for call in calls:
+            key, message = self.pushed(call)
+            lists.setdefault(key, []).append(message)
+        args: list[str | bytes | int] = [len(events), *(json.dumps(list(event)) for event in events)]
+        for messages in lists.values():
+            args += [len(messages), *messages]
         with reachable():
-            self.client.zrem(KEY_ALONE, json.dumps(list(event)))
+            self._script("inbox_send.lua")(keys=[KEY_SENT, *lists], args=args)
+
+    def fanned_out(self, events: Sequence[Sequence[str]]) -> None:
+        """Forget ``events``, sent in their own fan-out task: it has listed their deliveries (a task lost before
+        that leaves them to ``look``, which puts them in the inbox once their grace is over)."""
+        with reachable():
+            self.client.zrem(KEY_SENT, *(json.dumps(list(event)) for event in events))
 
     def ensure(self, fanout: TaskCall) -> bool:
         """Schedule ``fanout`` if events wait and no task holds the lease; whether it did."""
@@ -214,15 +233,16 @@ class Inbox:
             thread.join()  # a renewal under way ends first: none comes after the block
 
     def look(self, now: float) -> InboxLook:
-        """How many events wait, how long the lease has left and when the oldest event sent alone is taken for
-        lost, in one step (housekeeping), once those past their grace are put in the inbox."""
+        """How many events wait, how long the lease has left and when the oldest event sent in its own task is
+        taken for lost, in one step (housekeeping), once those past their grace are put in the inbox and those
+        seen for the first time are dated."""
         with reachable():
-            events, lease_ms, alone_at = self._script("inbox_look.lua")(
-                keys=[KEY_INBOX, KEY_LEASE, KEY_ALONE], args=[now, ALONE_GRACE_SECONDS]
+            events, lease_ms, sent_at = self._script("inbox_look.lua")(
+                keys=[KEY_INBOX, KEY_LEASE, KEY_SENT], args=[now, SENT_GRACE_SECONDS]
             )
         lease = None if int(lease_ms) < 0 else int(lease_ms) / 1000
-        oldest = float(alone_at)
-        return InboxLook(int(events), lease, None if oldest < 0 else oldest + ALONE_GRACE_SECONDS)
+        oldest = float(sent_at)
+        return InboxLook(int(events), lease, None if oldest < 0 else oldest + SENT_GRACE_SECONDS)
 
     def _schedule(self, name: str, fanout: TaskCall, *args: str | int) -> int:
         """Run the script ``name`` that may lease the inbox to ``fanout`` (above 0 when it did); on a Redis
@@ -248,7 +268,7 @@ class Inbox:
                 "A fan-out of events published one at a time could not be sent (%s); a worker schedules another "
                 "within %d seconds.",
                 exc,
-                ALONE_GRACE_SECONDS,
+                SENT_GRACE_SECONDS,
             )
 
     def _script(self, name: str) -> Any:

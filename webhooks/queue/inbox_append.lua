@@ -1,16 +1,16 @@
 -- Accepts one event published alone (inbox.py: Inbox.append), in one round trip.
--- When nothing waits (the inbox empty, no fan-out task holding its lease, no event sent alone still waiting for
--- its fan-out), the event goes as its own fan-out task: it is noted in the alone set (so that it outlives a task
--- message lost with its worker) and, on a Redis broker, its task pushed to the head of its list; elsewhere the
--- caller sends it. Otherwise it is appended to the inbox and, when it is the first to wait (or, on a Redis broker,
--- whenever no task holds the lease: its task was lost), the inbox is leased to a new fan-out task, pushed here on
--- a Redis broker.
--- KEYS: inbox, lease, alone set; on a Redis broker also the fan-out task's list and the lone event's task's list.
+-- When nothing waits (the inbox empty, no fan-out task holding its lease, no event sent in its own task still
+-- waiting for its fan-out), the event goes as its own fan-out task: it is noted, undated, in the sent set (so that
+-- it outlives a task message lost with its worker) and, on a Redis broker, its task pushed to the head of its
+-- list; elsewhere the caller sends it. Otherwise it is appended to the inbox and, when it is the first to wait (or,
+-- on a Redis broker, whenever no task holds the lease: its task was lost), the inbox is leased to a new fan-out
+-- task, pushed here on a Redis broker.
+-- KEYS: inbox, lease, sent set; on a Redis broker also the fan-out task's list and the lone event's task's list.
 -- ARGV: the event (JSON), the fan-out task's id, its message, lease seconds, '1' to schedule on any append, the
---       lone event's task message, now (Unix seconds).
+--       lone event's task message.
 -- Returns 2: the event goes alone; 1: appended, and the inbox's fan-out scheduled; 0: appended.
 if redis.call('LLEN', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[2]) == 0 and redis.call('ZCARD', KEYS[3]) == 0 then
-    redis.call('ZADD', KEYS[3], ARGV[7], ARGV[1])
+    redis.call('ZADD', KEYS[3], '+inf', ARGV[1])
     if KEYS[5] then redis.call('RPUSH', KEYS[5], ARGV[6]) end
     return 2
 end

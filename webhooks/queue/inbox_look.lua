@@ -1,11 +1,16 @@
 -- How many events wait in the inbox, the milliseconds left on its lease (-2: none) and when the oldest event sent
--- alone was published (-1: none), in one step (inbox.py: Inbox.look). Events sent alone whose fan-out has not
--- taken them for ARGV[2] seconds (their task lost with its worker) are appended to the inbox first.
--- KEYS: inbox, lease, alone set. ARGV: now, grace seconds. An empty inbox and alone set cost two reads.
-local lost = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', tonumber(ARGV[1]) - tonumber(ARGV[2]))
+-- in its own fan-out task was first seen (-1: none), in one step (inbox.py: Inbox.look). Events sent that way whose
+-- fan-out has not taken them ARGV[2] seconds after a look first saw them (their task lost with its worker) are
+-- appended to the inbox first; those never seen are dated now.
+-- KEYS: inbox, lease, sent set. ARGV: now, grace seconds. An empty inbox and sent set cost three reads.
+local now = tonumber(ARGV[1])
+local lost = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now - tonumber(ARGV[2]))
 for _, event in ipairs(lost) do
     redis.call('RPUSH', KEYS[1], event)
     redis.call('ZREM', KEYS[3], event)
+end
+for _, event in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '+inf', '+inf')) do
+    redis.call('ZADD', KEYS[3], now, event)
 end
 local waiting = redis.call('LLEN', KEYS[1])
 local lease = -2

@@ -13,7 +13,7 @@ from tests.macs import MACS, event
 from tests.unit.pipeline.test_tasks import BODY, body
 from tests.unit.queue.test_inbox import EARLIER, lease, publish
 from webhooks.pipeline import process, tasks
-from webhooks.queue.inbox import KEY_ALONE, KEY_INBOX
+from webhooks.queue.inbox import KEY_INBOX, KEY_SENT
 from webhooks.registry import Endpoint, MemoryRegistry
 from webhooks.tenancy import DEFAULT_TENANT
 
@@ -55,7 +55,7 @@ def test_a_batch_fans_out_its_tied_events_and_drops_the_forged_one(registry, enq
 
 
 def test_published_events_are_fanned_out_with_a_mac_on_every_delivery(redis_queue, registry, enqueued):
-    redis_queue.client.zadd(KEY_ALONE, {EARLIER: time.time()})  # the events wait in the inbox
+    redis_queue.client.zadd(KEY_SENT, {EARLIER: time.time()})  # the events wait in the inbox
     ids = publish(2)
     assert tasks.fanout_inbox.apply(task_id=lease(redis_queue.client)).get() == 2
     ((call,),) = [enqueued]
@@ -64,7 +64,7 @@ def test_published_events_are_fanned_out_with_a_mac_on_every_delivery(redis_queu
 
 
 def test_an_inbox_entry_of_the_release_before_is_validated_instead(redis_queue, registry, enqueued, caplog):
-    redis_queue.client.zadd(KEY_ALONE, {EARLIER: time.time()})  # the event waits in the inbox
+    redis_queue.client.zadd(KEY_SENT, {EARLIER: time.time()})  # the event waits in the inbox
     publish(1)
     broker = redis_queue.client
     broker.rpush(KEY_INBOX, json.dumps(["user_created", "evt_1", BODY, DEFAULT_TENANT]))  # valid: fanned out

@@ -246,16 +246,16 @@ def test_a_fanout_with_few_deliveries_sends_them_itself_and_a_failure_retries_as
 @sent.activate
 def test_an_event_published_alone_is_sent_by_its_own_fanout_which_then_forgets_it(registry, log, redis_queue, enqueued):
     from webhooks import publish_event
-    from webhooks.queue.inbox import KEY_ALONE, KEY_INBOX
+    from webhooks.queue.inbox import KEY_INBOX, KEY_SENT
 
     sent.post(URL, status=200)
     sent.post("https://all.example.com/", status=200)
     event_id = publish_event("user_created", **sample_event_kwargs("user_created"))
     (fanout,) = enqueued
-    assert fanout.name == "webhooks.fanout_many" and redis_queue.client.zcard(KEY_ALONE) == 1
+    assert fanout.name == "webhooks.fanout_many" and redis_queue.client.zcard(KEY_SENT) == 1
     assert tasks.fanout_many.apply(args=fanout.args, task_id=fanout.task_id).get() == 2
     assert len(sent.calls) == 2 and {log.get(f"{event_id}@{e}").state for e in ("crm", "all")} == {State.DELIVERED}
-    assert not redis_queue.client.exists(KEY_ALONE, KEY_INBOX)
+    assert not redis_queue.client.exists(KEY_SENT, KEY_INBOX)
 
 
 @sent.activate
@@ -263,11 +263,11 @@ def test_the_inbox_fanout_frees_the_inbox_then_sends_an_event_with_few_subscribe
     registry, log, redis_queue, enqueued
 ):
     from webhooks import publish_event
-    from webhooks.queue.inbox import KEY_ALONE, KEY_INBOX, KEY_LEASE
+    from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE, KEY_SENT
 
     sent.post(URL, status=200)
     sent.post("https://all.example.com/", status=200)
-    redis_queue.client.zadd(KEY_ALONE, {"an event sent alone, not fanned out yet": time.time()})  # it waits
+    redis_queue.client.zadd(KEY_SENT, {"an event sent alone, not fanned out yet": time.time()})  # it waits
     event_id = publish_event("user_created", **sample_event_kwargs("user_created"))
     lease = redis_queue.client.get(KEY_LEASE).decode().removeprefix("scheduled:")
     assert tasks.fanout_inbox.apply(task_id=lease).get() == 2

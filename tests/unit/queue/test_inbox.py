@@ -19,7 +19,8 @@ from webhooks.errors import RegistryUnavailableError
 from webhooks.pipeline import process, tasks
 from webhooks.pipeline.calls import EVENTS_PER_FANOUT, Published, fanout_calls, inbox_fanout_call
 from webhooks.queue import BrokerChores, CeleryQueue, Inbox, RedisQueue, TaskCall, inbox
-from webhooks.queue.inbox import ALONE_GRACE_SECONDS, KEY_ALONE, KEY_INBOX, KEY_LEASE, LEASE_SECONDS
+from webhooks.queue import chores as chores_module
+from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE, KEY_SENT, LEASE_SECONDS, SENT_GRACE_SECONDS
 from webhooks.registry import Endpoint, MemoryRegistry
 from webhooks.samples import sample_event_kwargs
 from webhooks.tenancy import DEFAULT_TENANT
@@ -31,7 +32,7 @@ EARLIER = json.dumps(["user_created", "evt_earlier", "{}", "default", ""])
 
 @pytest.fixture
 def broker(redis_queue):
-    redis_queue.client.zadd(KEY_ALONE, {EARLIER: time.time()})
+    redis_queue.client.zadd(KEY_SENT, {EARLIER: time.time()})
     return redis_queue.client
 
 
@@ -111,11 +112,11 @@ def test_with_nothing_waiting_an_event_goes_as_its_own_fanout_task_noted_until_i
     (alone,) = queued(broker)
     assert alone["task"] == "webhooks.fanout_many" and first in alone["argsrepr"]
     assert broker.llen(KEY_INBOX) == 0 and not broker.exists(KEY_LEASE)
-    ((noted, _),) = broker.zrange(KEY_ALONE, 0, -1, withscores=True)
+    ((noted, _),) = broker.zrange(KEY_SENT, 0, -1, withscores=True)
     (second,) = publish(1)  # the first is not fanned out yet: this one waits in the inbox
     assert [json.loads(entry)[1] for entry in broker.lrange(KEY_INBOX, 0, -1)] == [second]
-    Inbox(broker, redis_queue).fanned_out(json.loads(noted))
-    assert broker.zcard(KEY_ALONE) == 0
+    Inbox(broker, redis_queue).fanned_out([json.loads(noted)])
+    assert broker.zcard(KEY_SENT) == 0
 
 
 def test_an_event_sent_alone_whose_task_was_lost_joins_the_inbox_after_its_grace(redis_queue, redis_inbox):
@@ -124,13 +125,37 @@ def test_an_event_sent_alone_whose_task_was_lost_joins_the_inbox_after_its_grace
     broker.delete("celery")  # its task, lost with a worker between kombu's pop and its unacknowledged record
     chores = BrokerChores(redis_queue.waiting, redis_inbox)
     published_at = time.time()
-    assert chores.run(published_at, inbox_fanout_call) <= published_at + ALONE_GRACE_SECONDS + 1  # a look then
+    assert chores.run(published_at, inbox_fanout_call) <= published_at + SENT_GRACE_SECONDS + 1  # a look then
     assert queued(broker) == [] and broker.llen(KEY_INBOX) == 0
-    chores.run(published_at + ALONE_GRACE_SECONDS + 1, inbox_fanout_call)
+    chores.run(published_at + SENT_GRACE_SECONDS + 1, inbox_fanout_call)
     assert [json.loads(entry)[1] for entry in broker.lrange(KEY_INBOX, 0, -1)] == [event_id]
     (task,) = queued(broker)
     assert (task["task"], task["id"]) == ("webhooks.fanout_inbox", lease(broker))
-    assert broker.zcard(KEY_ALONE) == 0
+    assert broker.zcard(KEY_SENT) == 0
+
+
+def test_a_batch_of_events_is_noted_with_its_fanout_tasks_until_each_is_fanned_out(redis_queue, redis_inbox):
+    broker = redis_queue.client
+    events = [["user_created", f"evt_{n}", "{}", DEFAULT_TENANT, ""] for n in range(3)]
+    calls = fanout_calls([Published(*event) for event in events])
+    redis_inbox.send_events(events, calls)
+    assert [task["task"] for task in queued(broker)] == ["webhooks.fanout_many"]
+    assert broker.zcard(KEY_SENT) == 3
+    redis_inbox.fanned_out(events[:2])
+    assert [json.loads(entry)[1] for entry in broker.zrange(KEY_SENT, 0, -1)] == ["evt_2"]
+
+
+def test_events_whose_fanout_task_was_lost_wait_their_grace_from_when_a_worker_first_saw_them(redis_queue, redis_inbox):
+    broker = redis_queue.client
+    events = [["user_created", "evt_1", "{}", DEFAULT_TENANT, ""]]
+    redis_inbox.send_events(events, fanout_calls([Published(*events[0])]))
+    broker.delete("celery")  # lost with a worker between kombu's pop and its unacknowledged record
+    chores, later = BrokerChores(redis_queue.waiting, redis_inbox), time.time() + 3600  # no worker for an hour
+    assert chores.run(later, inbox_fanout_call) <= later + SENT_GRACE_SECONDS + chores_module.LEASE_GRACE_SECONDS
+    assert broker.llen(KEY_INBOX) == 0  # seen for the first time: not taken for lost yet
+    chores.run(later + SENT_GRACE_SECONDS + 1, inbox_fanout_call)
+    assert [json.loads(entry)[1] for entry in broker.lrange(KEY_INBOX, 0, -1)] == ["evt_1"]
+    assert [task["task"] for task in queued(broker)] == ["webhooks.fanout_inbox"]
 
 
 def test_a_fanout_task_leaves_the_events_to_the_task_that_runs_with_the_lease(broker, registry, enqueued):
@@ -273,7 +298,7 @@ def store_inbox(monkeypatch):
     sent = []
     monkeypatch.setattr(app, "send_task", lambda name, args, **options: sent.append((name, options["task_id"])))
     store_inbox = Inbox(fakeredis.FakeRedis(server=fakeredis.FakeServer()), CeleryQueue(app))
-    store_inbox.client.zadd(KEY_ALONE, {EARLIER: time.time()})
+    store_inbox.client.zadd(KEY_SENT, {EARLIER: time.time()})
     store_inbox.sent = sent
     return store_inbox
 
@@ -332,7 +357,7 @@ def test_in_the_store_a_fanout_that_cannot_be_sent_leaves_the_event_accepted_for
 
 
 def test_in_the_store_an_event_goes_as_its_own_task_sent_through_celery_when_nothing_waits(store_inbox):
-    store_inbox.client.delete(KEY_ALONE)
+    store_inbox.client.delete(KEY_SENT)
     append(store_inbox, "evt_1")
     append(store_inbox, "evt_2")  # the first is not fanned out yet: this one waits in the inbox
     assert [name for name, _ in store_inbox.sent] == ["webhooks.fanout_many", "webhooks.fanout_inbox"]
@@ -345,12 +370,15 @@ def test_in_the_store_an_event_the_broker_refuses_to_take_alone_is_kept_for_hous
     def broker_down(name, args, **options):
         raise OperationalError("connection refused")
 
-    store_inbox.client.delete(KEY_ALONE)
+    store_inbox.client.delete(KEY_SENT)
     monkeypatch.setattr(app, "send_task", broker_down)
     append(store_inbox, "evt_1")  # accepted: noted as sent alone
-    assert "could not be sent" in caplog.text and store_inbox.client.zcard(KEY_ALONE) == 1
+    assert "could not be sent" in caplog.text and store_inbox.client.zcard(KEY_SENT) == 1
     monkeypatch.setattr(app, "send_task", lambda name, args, **options: store_inbox.sent.append((name, "x")))
-    BrokerChores(None, store_inbox).run(time.time() + ALONE_GRACE_SECONDS + 1, inbox_fanout_call)
+    chores, now = BrokerChores(None, store_inbox), time.time()
+    chores.run(now, inbox_fanout_call)  # its grace starts when a look first sees it
+    assert store_inbox.sent == []
+    chores.run(now + SENT_GRACE_SECONDS + 1, inbox_fanout_call)
     assert store_inbox.sent == [("webhooks.fanout_inbox", "x")]
     assert [json.loads(entry)[1] for entry in store_inbox.client.lrange(KEY_INBOX, 0, -1)] == ["evt_1"]
 
