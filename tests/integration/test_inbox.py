@@ -11,7 +11,7 @@ import pytest
 
 from tests.integration.conftest import nothing_waits, publish, rabbitmq_messages, service_env, write_registry
 from tests.waiting import wait_until
-from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE
+from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE, KEY_SENT, SENT_GRACE_SECONDS
 from webhooks.samples import sample_event_kwargs
 from webhooks.signing import HEADER, verify
 
@@ -128,3 +128,20 @@ def test_on_rabbitmq_a_lost_fanout_task_is_replaced_once_its_lease_lapses(
         assert sorted(json.loads(request.body)["id"] for request in received(receiver, "/inbox-a", ids)) == sorted(ids)
     finally:
         rabbitmq_server.delete_vhost(vhost)
+
+
+def test_a_batch_whose_fanout_message_was_lost_is_fanned_out_once_its_grace_is_over(
+    setup, receiver, redis_server, start_worker
+):
+    ids = publish(setup, [("user_created", sample_event_kwargs("user_created"))] * 3, batch=True)  # no worker yet
+    client = redis_server.client()
+    assert client.zcard(KEY_SENT) == 3
+    client.delete("celery")  # as if a worker took the message and was killed before kombu recorded it
+    start_worker(setup)
+    wait_until(
+        lambda: len(received(receiver, "/inbox-a", ids)) == 3,
+        timeout=SENT_GRACE_SECONDS + 30,
+        what="the 3 events, fanned out from the note of their lost task",
+    )
+    wait_until(lambda: nothing_waits(setup), timeout=30, what="no task or event left in the broker")
+    assert sorted(json.loads(request.body)["id"] for request in received(receiver, "/inbox-a", ids)) == sorted(ids)
