@@ -27,3 +27,25 @@ def test_a_ready_worker_freezes_its_start_up_objects_out_of_the_collectors_count
             assert gc.get_freeze_count() > 0
         finally:
             gc.unfreeze()
+
+
+def test_a_starting_worker_limits_glibcs_malloc_arenas_before_its_pool_starts(monkeypatch):
+    import ctypes
+
+    from celery.signals import worker_init, worker_process_init
+
+    import webhooks.worker
+
+    limits = []
+
+    class Libc:
+        def __init__(self, name):
+            assert name == "libc.so.6"
+
+        def mallopt(self, option, value):
+            limits.append((option, value))
+
+    monkeypatch.setattr(ctypes, "CDLL", Libc)
+    for signal in (worker_init, worker_process_init):
+        signal.send(sender=None)
+    assert limits == [(-8, webhooks.worker.MALLOC_ARENAS)] * 2  # M_ARENA_MAX
