@@ -21,6 +21,7 @@ OWNERS: list[tuple[str, str, frozenset[str] | None]] = [
     ("signing: both signatures and the headers", "pipeline/http.py", frozenset({"build_headers"})),
     ("log lines", "pipeline/attempt.py", frozenset({"_log_lines"})),
     ("log lines", "webhooks/logformat.py", None),
+    ("log lines", "celery/utils/log.py", None),  # the worker's formatter, formatting our lines
     ("delivery log write", "pipeline/attempt.py", frozenset({"record", "event_name"})),
     ("delivery log write", "webhooks/log/", None),
     ("metrics", "webhooks/metrics.py", None),
