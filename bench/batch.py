@@ -13,9 +13,9 @@ in the Redis registry, the SSRF guard on (loopback allowed). Two shapes of batch
   receiver has every delivery and the queue and its unacknowledged messages are empty: Celery and kombu too
   (message decode, task events, acks).
 
-``--profile DIR``: after the measurements, one more run of each under py-spy (``pip install py-spy``; sampling,
-not pausing the process), its stacks written to ``DIR/<way>-<shape>.txt`` and summed by component
-(``bench/components.py``).
+``--profile DIR``: after the measurements, one more run of each under py-spy (``pip install py-spy``; sampling
+the thread that holds the GIL, not pausing the process), its stacks written to ``DIR/<way>-<shape>.txt`` and
+summed by component (``bench/components.py``).
 
 Run: ``python -m bench.batch --repeat 5`` (medians of the repeats are printed).
 """
@@ -174,10 +174,11 @@ def _profile(into: Path, pid: int, run: Run, shape: Shape, batches: int) -> None
 
 @contextmanager
 def _sampled(pid: int, into: Path) -> Iterator[None]:
-    """py-spy sampling ``pid`` (every thread, idle ones left out) while the block runs, its stacks into ``into``."""
+    """py-spy sampling ``pid`` while the block runs, its stacks into ``into``: the thread holding the GIL (the
+    one running Python; on a loaded host py-spy takes threads waiting for a core for busy ones)."""
     spy = subprocess.Popen(
         [str(BIN / "py-spy"), "record", "--pid", str(pid), "--rate", str(SAMPLES_PER_SECOND)]
-        + ["--format", "raw", "--output", str(into), "--nonblocking", "--function"],
+        + ["--format", "raw", "--output", str(into), "--nonblocking", "--function", "--gil"],
         stdout=subprocess.PIPE,
         text=True,
     )
