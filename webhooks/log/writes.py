@@ -20,10 +20,13 @@ from webhooks.log.layout import ACTIVITY_WINDOW, HOUR, ScriptInput
 from webhooks.log.records import STATE_NAMES, AttemptRecord, FannedOut, State, delivery_id
 from webhooks.log.retention import LogRetention
 
-__all__ = ["MAX_HISTORY", "LogWrites"]
+__all__ = ["ATTEMPTS_PER_CALL", "MAX_HISTORY", "LogWrites"]
 
 #: Attempts kept per delivery across redeliveries (eleven per series).
 MAX_HISTORY = 110
+#: Most attempts one call of the attempts script records: a batch's; more (an operator discarding an endpoint's
+#: held deliveries) go as several calls in one round trip, so no one call holds Redis for long.
+ATTEMPTS_PER_CALL = 100
 
 
 class LogWrites(LogRetention):
@@ -47,6 +50,20 @@ class LogWrites(LogRetention):
         unnamed = [delivery_id(r.event_id, r.endpoint_id) for r in records if r.tenant is None]
         found = iter(self._tenants_of(unnamed))
         tenants = [record.tenant if record.tenant is not None else next(found) for record in records]
+        chunks = range(0, len(records), ATTEMPTS_PER_CALL)
+        calls = [
+            self._attempts_input(records[n : n + ATTEMPTS_PER_CALL], tenants[n : n + ATTEMPTS_PER_CALL]) for n in chunks
+        ]
+        sizes = self._run_each("record_attempts.lua", [call for call, _ in calls])
+        self._trim_full_tenants(
+            pair for (_, names), answer in zip(calls, sizes, strict=True) for pair in zip(names, answer, strict=True)
+        )
+
+    def _attempts_input(
+        self, records: Sequence[AttemptRecord], tenants: Sequence[str]
+    ) -> tuple[ScriptInput, list[str]]:
+        """KEYS and ARGV of one call of the attempts script for ``records`` (of ``tenants``), and its tenants in
+        the order of the sizes it returns."""
         numbers = {tenant: n + 1 for n, tenant in enumerate(dict.fromkeys(tenants))}
         keys = [self.KEY_ALL, *self._state_keys()]
         for tenant in numbers:
@@ -55,8 +72,7 @@ class LogWrites(LogRetention):
         args += [len(STATE_NAMES), *STATE_NAMES, *numbers]
         for record, tenant in zip(records, tenants, strict=True):
             self._add_attempt(keys, args, record, numbers[tenant])
-        sizes = self._run("record_attempts.lua", [(keys, args)])
-        self._trim_full_tenants(zip(numbers, sizes, strict=True))
+        return (keys, args), list(numbers)
 
     def held(self, endpoint_id: str, event_ids: Sequence[str]) -> None:
         """List deliveries to a disabled endpoint as ``held`` (``endpoints/held.py``), in two round trips (their

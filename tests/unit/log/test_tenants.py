@@ -6,7 +6,17 @@ import fakeredis
 import pytest
 
 from webhooks.errors import DeliveryNotFoundError
-from webhooks.log import Attempt, AttemptRecord, DeliveryLog, DeliveryQuery, FannedOut, State, TenantCounts, retention
+from webhooks.log import (
+    Attempt,
+    AttemptRecord,
+    DeliveryLog,
+    DeliveryQuery,
+    FannedOut,
+    State,
+    TenantCounts,
+    retention,
+    writes,
+)
 
 BODY = '{"id":"evt_1","name":"user_created"}'
 
@@ -149,7 +159,10 @@ def test_deleting_a_large_tenant_goes_in_chunks(log, clock, monkeypatch):
     assert len(log) == 1
 
 
-def test_a_batch_of_attempts_to_many_tenants_writes_what_the_same_attempts_one_at_a_time_write(clock):
+@pytest.mark.parametrize("per_call", [100, 2])  # 2: five attempts go as three calls of the script
+def test_a_batch_of_attempts_to_many_tenants_writes_what_the_same_attempts_one_at_a_time_write(
+    clock, monkeypatch, per_call
+):
     def records():
         at = clock.at()
         made = [
@@ -169,4 +182,6 @@ def test_a_batch_of_attempts_to_many_tenants_writes_what_the_same_attempts_one_a
             log.record_attempts(batch)
         return {key: (client.type(key), client.dump(key), client.ttl(key)) for key in sorted(client.keys())}
 
-    assert written(one_by_one=False) == written(one_by_one=True)
+    one_by_one = written(one_by_one=True)
+    monkeypatch.setattr(writes, "ATTEMPTS_PER_CALL", per_call)
+    assert written(one_by_one=False) == one_by_one
