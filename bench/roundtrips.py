@@ -21,6 +21,8 @@ import redis
 from tests import sent
 from tests.servers import running_redis_server
 
+#: The service key of this process and its tasks (the tests' own, ``tests/conftest.py``).
+SERVICE_KEY = "tests-service-key-0123456789abcdef"
 #: Endpoints of the scenarios: ``ok`` answers 200, ``limited`` too with a rate limit, ``failing`` answers 503.
 URLS = {"ok": 200, "limited": 200, "failing": 503}
 
@@ -29,6 +31,8 @@ def main() -> None:
     with running_redis_server(Path(tempfile.mkdtemp())) as server:
         os.environ["WEBHOOKS_BROKER_URL"] = server.url
         os.environ["WEBHOOKS_REGISTRY"] = "redis"
+        os.environ.setdefault("WEBHOOKS_SERVICE_KEY", SERVICE_KEY)  # the key tests/macs.py makes MACs under
+        from tests.macs import tied
         from tests.unit.pipeline.test_tasks import body
         from webhooks.pipeline import tasks
         from webhooks.registry import Endpoint, RedisRegistry
@@ -41,12 +45,12 @@ def main() -> None:
         trips = _count_round_trips(_script_names())
 
         def batch(*endpoint_ids: str) -> list[list[str]]:
-            return [[endpoint_ids[n % len(endpoint_ids)], f"evt_{n}", body(n)] for n in range(10)]
+            return [tied(endpoint_ids[n % len(endpoint_ids)], f"evt_{n}", body(n)) for n in range(10)]
 
         scenarios: dict[str, Callable[[], Any]] = {
-            "deliver, delivered": lambda: tasks.deliver.apply(args=("ok", "evt_1", body(1))),
+            "deliver, delivered": lambda: tasks.deliver.apply(args=tied("ok", "evt_1", body(1))),
             "deliver, delivered, endpoint with a rate limit": lambda: tasks.deliver.apply(
-                args=("limited", "evt_1", body(1))
+                args=tied("limited", "evt_1", body(1))
             ),
             "deliver_many, 10 delivered": lambda: tasks.deliver_many.apply(args=(batch("ok"),)),
             "deliver_many, 10 delivered, endpoint with a rate limit": lambda: tasks.deliver_many.apply(
@@ -76,11 +80,12 @@ def _run(scenarios: dict[str, Callable[[], Any]], trips: list[str]) -> None:
 
 
 def _script_names() -> dict[str, str]:
-    """The endpoints' scripts by their SHA1, to name them where they run."""
+    """The delivery tasks' scripts by their SHA1, to name them where they run."""
     from webhooks.store import lua
 
-    names = ("gate.lua", "bookkeeping.lua")
-    return {hashlib.sha1(lua("webhooks.endpoints", name).encode()).hexdigest(): name for name in names}
+    scripts = [("webhooks.endpoints", "gate.lua"), ("webhooks.endpoints", "bookkeeping.lua")]
+    scripts.append(("webhooks.log", "record_attempts.lua"))
+    return {hashlib.sha1(lua(package, name).encode()).hexdigest(): name for package, name in scripts}
 
 
 def _count_round_trips(names: dict[str, str]) -> list[str]:

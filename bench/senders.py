@@ -96,9 +96,10 @@ def conditions(rabbitmq: bool) -> list[str]:
     return [guard, log, *(brokers if rabbitmq else [])]
 
 
-def use_ours_in_this_process(harness: Harness) -> None:
-    """Let this process publish with publish_event(), as a host application does."""
-    variables = ours_settings(harness)
+def use_ours_in_this_process(harness: Harness, **overrides: str) -> None:
+    """Let this process publish with publish_event(), as a host application does (``overrides``: as for
+    ``ours_settings``)."""
+    variables = ours_settings(harness, **overrides)
     use_settings(load_settings(**{name.removeprefix("WEBHOOKS_").lower(): value for name, value in variables.items()}))
 
 

@@ -25,7 +25,7 @@ def key_values(fields: dict[str, Any]) -> str:
 
 def _text(value: Any) -> str:
     text = value if isinstance(value, str) else "-" if value is None else str(value)
-    if not text or any(char in text for char in ' "='):
+    if not text or " " in text or '"' in text or "=" in text:
         return json.dumps(text, ensure_ascii=False)
     return text
 

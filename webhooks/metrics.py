@@ -18,6 +18,7 @@ import shutil
 import socket
 import threading
 import time
+from collections import Counter as Counter_
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -90,12 +91,23 @@ _multiprocess_dir: Path | None = None
 
 
 def count(attempts: Iterable[tuple[str, Attempt, State]]) -> None:
-    """Count attempts as ``(endpoint_id, attempt, state after it)``; a final state counts a delivery too."""
+    """Count attempts as ``(endpoint_id, attempt, state after it)``; a final state counts a delivery too. Each
+    metric's labels are looked up once per set of them (a batch's attempts mostly share theirs)."""
+    attempted: Counter_[tuple[str, str]] = Counter_()
+    ended: Counter_[tuple[str, str]] = Counter_()
+    seconds: dict[str, list[float]] = {}
     for endpoint_id, attempt, state in attempts:
-        ATTEMPTS.labels(endpoint_id, attempt.outcome).inc()
-        ATTEMPT_SECONDS.labels(attempt.outcome).observe(attempt.latency_ms / 1000)
+        attempted[endpoint_id, attempt.outcome] += 1
+        seconds.setdefault(attempt.outcome, []).append(attempt.latency_ms / 1000)
         if state.final:
-            DELIVERIES.labels(endpoint_id, state.value).inc()
+            ended[endpoint_id, state.value] += 1
+    for counter, counts in ((ATTEMPTS, attempted), (DELIVERIES, ended)):
+        for labels, many in counts.items():
+            counter.labels(*labels).inc(many)
+    for outcome, observed in seconds.items():
+        histogram = ATTEMPT_SECONDS.labels(outcome)
+        for one in observed:
+            histogram.observe(one)
 
 
 def use_metrics_dir(directory: Path, *, clear: bool) -> None:

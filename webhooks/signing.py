@@ -110,7 +110,7 @@ def verify(
 
 
 def _digest(key: bytes, timestamp: str, body: bytes) -> bytes:
-    return hmac.new(key, f"{timestamp}.".encode("ascii") + body, hashlib.sha256).digest()
+    return hmac.digest(key, f"{timestamp}.".encode("ascii") + body, hashlib.sha256)
 
 
 def _secret_bytes(secret: object) -> bytes:

@@ -142,7 +142,7 @@ def verify(
 
 
 def _digest(key: bytes, message_id: str, timestamp: str, body: bytes) -> bytes:
-    return hmac.new(key, f"{message_id}.{timestamp}.".encode() + body, hashlib.sha256).digest()
+    return hmac.digest(key, f"{message_id}.{timestamp}.".encode() + body, hashlib.sha256)
 
 
 def _signatures(header: str) -> list[bytes]:

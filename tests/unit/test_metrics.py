@@ -33,6 +33,7 @@ def test_attempts_count_by_endpoint_and_outcome_and_final_states_count_deliverie
         [
             ("m-crm", attempt(1, "retry", 40.0), State.RETRYING),
             ("m-crm", attempt(2, "delivered", 7.0), State.DELIVERED),
+            ("m-crm", attempt(1, "delivered", 8.0), State.DELIVERED),
             ("m-erp", attempt(11, "retry", 3000.0), State.FAILED),
             ("m-old", attempt(1, "drop", 0.0), State.DROPPED),
         ]
@@ -44,14 +45,15 @@ def test_attempts_count_by_endpoint_and_outcome_and_final_states_count_deliverie
         return after.get(key, 0) - before.get(key, 0)
 
     assert added("webhooks_attempts_total", endpoint="m-crm", outcome="retry") == 1
-    assert added("webhooks_attempts_total", endpoint="m-crm", outcome="delivered") == 1
-    assert added("webhooks_deliveries_total", endpoint="m-crm", outcome="delivered") == 1
+    assert added("webhooks_attempts_total", endpoint="m-crm", outcome="delivered") == 2
+    assert added("webhooks_deliveries_total", endpoint="m-crm", outcome="delivered") == 2
     assert added("webhooks_deliveries_total", endpoint="m-crm", outcome="retrying") == 0
     assert added("webhooks_deliveries_total", endpoint="m-erp", outcome="failed") == 1
     assert added("webhooks_deliveries_total", endpoint="m-old", outcome="dropped") == 1
     assert added("webhooks_attempt_duration_seconds_count", outcome="retry") == 2
     assert added("webhooks_attempt_duration_seconds_sum", outcome="retry") == pytest.approx(3.04)
     assert added("webhooks_attempt_duration_seconds_bucket", outcome="retry", le="0.05") == 1
+    assert added("webhooks_attempt_duration_seconds_sum", outcome="delivered") == pytest.approx(0.015)
 
 
 def test_without_a_redis_broker_there_are_no_depth_gauges():

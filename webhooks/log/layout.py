@@ -90,15 +90,26 @@ class LogLayout:
         return self._run_each(name, inputs)[-1]
 
     def _run_each(self, name: str, inputs: Sequence[ScriptInput]) -> list[Any]:
-        """Run the script ``name`` once per (KEYS, ARGV) in ``inputs``, in one round trip; return every result."""
+        """Run the script ``name`` once per (KEYS, ARGV) in ``inputs``, in one round trip; return every result.
+
+        Each goes as EVALSHA: redis-py would check a pipeline's scripts exist before each ``execute``, one more
+        round trip. Those a server without the script refused (restarted, or its scripts flushed) run again
+        once it has loaded it; the others ran once."""
         run = self._script(name)
         with self._reachable():
-            if len(inputs) == 1:  # no pipeline: redis-py checks a pipeline's scripts exist first, a round trip
+            if len(inputs) == 1:
                 return [run(*inputs[0])]
             with self._redis.pipeline(transaction=False) as pipe:
                 for keys, args in inputs:
-                    run(keys=keys, args=args, client=pipe)
-                return list(pipe.execute())
+                    pipe.evalsha(run.sha, len(keys), *keys, *args)
+                results = list(pipe.execute(raise_on_error=False))
+            for n, result in enumerate(results):
+                if isinstance(result, redis.exceptions.NoScriptError):  # rare: one round trip each
+                    results[n] = run(*inputs[n])
+            failed = next((result for result in results if isinstance(result, redis.RedisError)), None)
+            if failed is not None:
+                raise failed
+            return results
 
     def _kind_keys(self) -> list[str]:
         """The index of each event kind."""

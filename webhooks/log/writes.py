@@ -1,8 +1,8 @@
 """What workers and the fan-out write to the delivery log: deliveries listed, attempts recorded, held.
 
-Each write is one Lua script per event or attempt (``list_pending.lua``, ``record_attempt.lua``,
-``mark_held.lua``) that updates the record and every index it is in, so a batch costs one round trip
-and the indexes never disagree with the records. This module builds their KEYS and ARGV. Each delivery is its
+Each write is one Lua script per event (``list_pending.lua``, ``mark_held.lua``) or per batch of attempts
+(``record_attempts.lua``) that updates the records and every index they are in, so a batch costs one round
+trip and the indexes never disagree with the records. This module builds their KEYS and ARGV. Each delivery is its
 tenant's: the fan-out names it, an attempt's endpoint does, and where neither can (an endpoint since removed,
 a held delivery) the record's hash already does, else the default tenant.
 """
@@ -17,13 +17,16 @@ from redis.typing import EncodableT
 from webhooks.log.encoding import encode_attempt
 from webhooks.log.health import counted_as, latency_field
 from webhooks.log.layout import ACTIVITY_WINDOW, HOUR, ScriptInput
-from webhooks.log.records import AttemptRecord, FannedOut, State, delivery_id
+from webhooks.log.records import STATE_NAMES, AttemptRecord, FannedOut, State, delivery_id
 from webhooks.log.retention import LogRetention
 
-__all__ = ["MAX_HISTORY", "LogWrites"]
+__all__ = ["ATTEMPTS_PER_CALL", "MAX_HISTORY", "LogWrites"]
 
 #: Attempts kept per delivery across redeliveries (eleven per series).
 MAX_HISTORY = 110
+#: Most attempts one call of the attempts script records: a batch's; more (an operator discarding an endpoint's
+#: held deliveries) go as several calls in one round trip, so no one call holds Redis for long.
+ATTEMPTS_PER_CALL = 100
 
 
 class LogWrites(LogRetention):
@@ -47,9 +50,29 @@ class LogWrites(LogRetention):
         unnamed = [delivery_id(r.event_id, r.endpoint_id) for r in records if r.tenant is None]
         found = iter(self._tenants_of(unnamed))
         tenants = [record.tenant if record.tenant is not None else next(found) for record in records]
-        inputs = [self._attempt_input(record, tenant) for record, tenant in zip(records, tenants, strict=True)]
-        counts = self._run_each("record_attempt.lua", inputs)
-        self._trim_full_tenants(zip(tenants, counts, strict=True))
+        chunks = range(0, len(records), ATTEMPTS_PER_CALL)
+        calls = [
+            self._attempts_input(records[n : n + ATTEMPTS_PER_CALL], tenants[n : n + ATTEMPTS_PER_CALL]) for n in chunks
+        ]
+        sizes = self._run_each("record_attempts.lua", [call for call, _ in calls])
+        self._trim_full_tenants(
+            pair for (_, names), answer in zip(calls, sizes, strict=True) for pair in zip(names, answer, strict=True)
+        )
+
+    def _attempts_input(
+        self, records: Sequence[AttemptRecord], tenants: Sequence[str]
+    ) -> tuple[ScriptInput, list[str]]:
+        """KEYS and ARGV of one call of the attempts script for ``records`` (of ``tenants``), and its tenants in
+        the order of the sizes it returns."""
+        numbers = {tenant: n + 1 for n, tenant in enumerate(dict.fromkeys(tenants))}
+        keys = [self.KEY_ALL, *self._state_keys()]
+        for tenant in numbers:
+            keys += [self.KEY_TENANT.format(tenant=tenant), *self._tenant_state_keys(tenant)]
+        args: list[EncodableT] = [self.retention, MAX_HISTORY, ACTIVITY_WINDOW + HOUR, len(numbers)]
+        args += [len(STATE_NAMES), *STATE_NAMES, *numbers]
+        for record, tenant in zip(records, tenants, strict=True):
+            self._add_attempt(keys, args, record, numbers[tenant])
+        return (keys, args), list(numbers)
 
     def held(self, endpoint_id: str, event_ids: Sequence[str]) -> None:
         """List deliveries to a disabled endpoint as ``held`` (``endpoints/held.py``), in two round trips (their
@@ -95,30 +118,26 @@ class LogWrites(LogRetention):
         fields: list[EncodableT] = [now, self.retention, event.event_id, event.event_name, event.body]
         return keys, [*fields, State.PENDING.value, event.tenant, *ids, *event.endpoint_ids]
 
-    def _attempt_input(self, record: AttemptRecord, tenant: str) -> ScriptInput:
-        """KEYS and ARGV of the attempt script for ``record``, a delivery of ``tenant``."""
-        attempt, endpoint_id = record.attempt, record.endpoint_id
+    def _add_attempt(self, keys: list[str], args: list[EncodableT], record: AttemptRecord, tenant: int) -> None:
+        """Add the KEYS and ARGV of ``record``, a delivery of the ``tenant``-th tenant, to the attempts script's."""
+        attempt, endpoint_id, event_id = record.attempt, record.endpoint_id, record.event_id
         now = attempt.at.timestamp()
-        did = delivery_id(record.event_id, endpoint_id)
+        did = delivery_id(event_id, endpoint_id)
         counter = counted_as(record.state.value, attempt.number, attempt.status_code)
-        keys = [
+        keys += [
             self.KEY_DELIVERY.format(id=did),
             self.KEY_ATTEMPTS.format(id=did),
-            self.KEY_ALL,
             self.KEY_BY_ENDPOINT.format(endpoint_id=endpoint_id),
             self.KEY_LAST.format(endpoint_id=endpoint_id),
             self.KEY_COUNTS.format(endpoint_id=endpoint_id, hour=int(now // HOUR)),
             self.KEY_BY_KIND.format(name=record.event_name),
-            self.KEY_BY_EVENT.format(event_id=record.event_id),
-            self.KEY_TENANT.format(tenant=tenant),
-            *self._state_keys(),
-            *self._tenant_state_keys(tenant),
+            self.KEY_BY_EVENT.format(event_id=event_id),
         ]
-        args: list[EncodableT] = [
+        args += [
+            tenant,
             now,
-            self.retention,
             did,
-            record.event_id,
+            event_id,
             endpoint_id,
             record.event_name,
             record.body,
@@ -128,11 +147,6 @@ class LogWrites(LogRetention):
             attempt.latency_ms,
             attempt.next_retry_at.timestamp() if attempt.next_retry_at else "",
             encode_attempt(attempt),
-            MAX_HISTORY,
             counter or "",
-            ACTIVITY_WINDOW + HOUR,
             "" if attempt.status_code is None else latency_field(attempt.latency_ms),
-            tenant,
-            *(state.value for state in State),
         ]
-        return keys, args

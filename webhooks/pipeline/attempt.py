@@ -8,7 +8,6 @@ written by ``record``, for any number of attempts in one round trip.
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -18,6 +17,7 @@ from typing import cast
 from celery.exceptions import SoftTimeLimitExceeded
 
 from webhooks import metrics
+from webhooks.endpoints.guard import event_name as name_in_body
 from webhooks.errors import DeliveryError, DeliveryLogError, PermanentDeliveryError, RetryableDeliveryError
 from webhooks.log import Attempt, AttemptRecord, DeliveryLog, State
 from webhooks.log.records import RESPONSE_EXCERPT_BYTES, bounded_headers, state_after
@@ -216,14 +216,9 @@ def record(log: DeliveryLog, made: Sequence[Made]) -> None:
 
 
 def event_name(body: str) -> str:
-    """The envelope's ``name``, for the log's listing (the task carries ids and the body only); ``""`` for a
-    body that is not an event (a refused one)."""
-    try:
-        event = json.loads(body)
-    except (TypeError, ValueError):
-        return ""
-    name = event.get("name", "") if isinstance(event, dict) else ""
-    return name if isinstance(name, str) else ""
+    """The envelope's ``name``, for the log's listing (the task carries ids and the body only), read from the
+    body's first bytes as the gate reads it; ``""`` for a body that is not an event (a refused one)."""
+    return (name_in_body(body) if isinstance(body, str) else None) or ""
 
 
 def _log_lines(made: Made) -> None:

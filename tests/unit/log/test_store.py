@@ -292,3 +292,10 @@ def test_an_error_redis_answers_is_not_reported_as_unreachable(log):
     with pytest.raises(DeliveryLogError, match=r"^The delivery log at \S+ failed: WRONGTYPE") as raised:
         log.query(DeliveryQuery())
     assert "cannot be reached" not in str(raised.value)
+
+
+def test_events_listed_in_one_pipeline_are_listed_once_each_after_redis_lost_its_scripts(log, client):
+    client.script_flush()  # a restarted server: the pipeline's EVALSHAs are refused, then run once loaded
+    log.enqueued([FannedOut(f"evt_{n}", "user_created", BODY, ["crm", "erp"]) for n in range(3)])
+    assert client.zcard(DeliveryLog.KEY_ALL) == 6
+    assert {log.get(f"evt_{n}@erp").state for n in range(3)} == {State.PENDING}

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import fakeredis
 import pytest
 
 from webhooks.errors import DeliveryNotFoundError
-from webhooks.log import Attempt, AttemptRecord, DeliveryLog, DeliveryQuery, FannedOut, State, TenantCounts, retention
+from webhooks.log import (
+    Attempt,
+    AttemptRecord,
+    DeliveryLog,
+    DeliveryQuery,
+    FannedOut,
+    State,
+    TenantCounts,
+    retention,
+    writes,
+)
 
 BODY = '{"id":"evt_1","name":"user_created"}'
 
@@ -146,3 +157,31 @@ def test_deleting_a_large_tenant_goes_in_chunks(log, clock, monkeypatch):
     log.enqueued([fanned("evt_a", [f"a{n}" for n in range(50)], "a"), fanned("evt_b", ["b1"], "b")])
     assert log.delete_tenant("a") == 50
     assert len(log) == 1
+
+
+@pytest.mark.parametrize("per_call", [100, 2])  # 2: five attempts go as three calls of the script
+def test_a_batch_of_attempts_to_many_tenants_writes_what_the_same_attempts_one_at_a_time_write(
+    clock, monkeypatch, per_call
+):
+    def records():
+        at = clock.at()
+        made = [
+            ("evt_1", "a1", "a", Attempt(1, at, "delivered", 3.0, 200), State.DELIVERED),
+            ("evt_1", "b1", "b", Attempt(2, at, "retry", 4.0, 503, next_retry_at=at), State.RETRYING),
+            ("evt_2", "a2", "a", Attempt(11, at, "retry", 5.0, None, error="Timeout"), State.FAILED),
+            ("evt_2", "x1", None, Attempt(1, at, "drop", 0.0, error="Dropped: gone"), State.DROPPED),
+            ("evt_2", "a1", "a", Attempt(1, at, "delivered", 1.0, 204), State.DELIVERED),
+        ]
+        return [AttemptRecord(e, p, "user_created", BODY, attempt, s, t) for e, p, t, attempt, s in made]
+
+    def written(one_by_one):
+        client = fakeredis.FakeRedis(decode_responses=True)
+        log = DeliveryLog(client, retention=7 * 86400, max_records=100, clock=clock)
+        log.enqueued([fanned("evt_1", ["a1"], "a"), fanned("evt_1", ["b1"], "b"), fanned("evt_2", ["x1"], "c")])
+        for batch in [[one] for one in records()] if one_by_one else [records()]:
+            log.record_attempts(batch)
+        return {key: (client.type(key), client.dump(key), client.ttl(key)) for key in sorted(client.keys())}
+
+    one_by_one = written(one_by_one=True)
+    monkeypatch.setattr(writes, "ATTEMPTS_PER_CALL", per_call)
+    assert written(one_by_one=False) == one_by_one

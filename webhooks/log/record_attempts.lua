@@ -1,0 +1,66 @@
+-- DeliveryLog.record_attempts (writes.py): a batch's attempts, whatever each was, in one command; what is the
+-- same for all of them comes once.
+-- KEYS: the index of all deliveries, the index of each state; per tenant, its index then its index of each state
+-- (in the same order); then seven per attempt: the delivery hash, its attempts list, the endpoint's index, the
+-- endpoint's last attempt, its counts for this hour, the event kind's index, the event id's index.
+-- ARGV: retention, history kept, the counters' time to live, the number of tenants, the number of states, the
+-- name of each state (in the order of their indexes), each tenant's name; then fifteen per attempt: its tenant's
+-- number (from 1), now, delivery id, event id, endpoint id, event name, body, state, attempt number, last
+-- result, latency, next retry ("" for none), the attempt as JSON, the delivery counter to increment
+-- (``health.counted_as``; "" for none), and the latency bucket to increment ("" without a response).
+-- Every attempt increments the hour's ``attempts``; a delivered one sets the endpoint's ``delivered_at``.
+-- Returns the size of each tenant's index, in the tenants' order.
+local retention, history, counted_for = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local tenants, states = tonumber(ARGV[4]), tonumber(ARGV[5])
+local per_tenant = 1 + states
+local function tenant_key(t) return 2 + states + (t - 1) * per_tenant end  -- its index; its states' follow
+local first_key, first_arg = tenant_key(tenants + 1), 6 + states + tenants
+for a = 0, (#ARGV - first_arg + 1) / 15 - 1 do
+    local k, v = first_key + a * 7, first_arg + a * 15
+    local tenant = tonumber(ARGV[v])
+    local t = tenant_key(tenant)
+    local now, did, state = ARGV[v + 1], ARGV[v + 2], ARGV[v + 7]
+    redis.call('HSETNX', KEYS[k], 'started_at', now)
+    local before = redis.call('HMGET', KEYS[k], 'state', 'started_at')
+    redis.call('HSET', KEYS[k], 'event_id', ARGV[v + 3], 'endpoint_id', ARGV[v + 4], 'event_name', ARGV[v + 5],
+        'body', ARGV[v + 6], 'state', state, 'updated_at', now, 'attempts', ARGV[v + 8], 'last_result', ARGV[v + 9],
+        'last_latency_ms', ARGV[v + 10], 'next_retry_at', ARGV[v + 11], 'tenant', ARGV[5 + states + tenant])
+    redis.call('RPUSH', KEYS[k + 1], ARGV[v + 12])
+    redis.call('LTRIM', KEYS[k + 1], -history, -1)
+    redis.call('EXPIRE', KEYS[k], retention)
+    redis.call('EXPIRE', KEYS[k + 1], retention)
+    local oldest = '(' .. (tonumber(now) - tonumber(retention))
+    for _, index in ipairs({KEYS[1], KEYS[k + 2], KEYS[t]}) do
+        redis.call('ZADD', index, 'NX', now, did)
+        redis.call('ZREMRANGEBYSCORE', index, '-inf', oldest)
+    end
+    -- The kind's index is cut to the retention by the pending script, once per event; the event's
+    -- index holds one event's deliveries, so its time to live is enough.
+    redis.call('ZADD', KEYS[k + 5], 'NX', now, did)
+    redis.call('ZADD', KEYS[k + 6], 'NX', now, did)
+    for i = 1, states do  -- the state indexes, the log's and the tenant's: in the new state's, out of the old
+        local name = ARGV[5 + i]
+        for _, index in ipairs({KEYS[1 + i], KEYS[t + i]}) do
+            if name == state then
+                redis.call('ZADD', index, before[2], did)
+                redis.call('ZREMRANGEBYSCORE', index, '-inf', oldest)
+                redis.call('EXPIRE', index, retention)
+            elseif name == before[1] then
+                redis.call('ZREM', index, did)
+            end
+        end
+    end
+    redis.call('EXPIRE', KEYS[k + 2], retention)
+    redis.call('EXPIRE', KEYS[t], retention)
+    redis.call('EXPIRE', KEYS[k + 6], retention)
+    redis.call('HSET', KEYS[k + 3], 'state', state, 'result', ARGV[v + 9], 'at', now)
+    if state == 'delivered' then redis.call('HSET', KEYS[k + 3], 'delivered_at', now) end
+    redis.call('EXPIRE', KEYS[k + 3], retention)
+    redis.call('HINCRBY', KEYS[k + 4], 'attempts', 1)
+    if ARGV[v + 13] ~= '' then redis.call('HINCRBY', KEYS[k + 4], ARGV[v + 13], 1) end
+    if ARGV[v + 14] ~= '' then redis.call('HINCRBY', KEYS[k + 4], ARGV[v + 14], 1) end
+    redis.call('EXPIRE', KEYS[k + 4], counted_for)
+end
+local sizes = {}
+for t = 1, tenants do sizes[t] = redis.call('ZCARD', KEYS[tenant_key(t)]) end
+return sizes
