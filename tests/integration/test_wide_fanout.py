@@ -109,8 +109,9 @@ SLOW_SECONDS = 2.0
 
 
 @pytest.mark.xfail(
-    reason="issue 26: 0.46-0.86x measured on 2 cores, once above 0.9x (no pool thread is held any more; CPU spent "
-    "on the slow endpoint's deferred deliveries remains); the target is 0.9x"
+    reason="issue 26: 0.64-1.5x on the shared 2-core host, 0.81x and 0.99x when it was quiet (docs/performance.md): "
+    "the slow endpoint's 2,000 deliveries still cost about 0.4 ms each to fan out, admit and gate inside the fast "
+    "one's window; the target is 0.9x"
 )
 def test_a_slow_endpoint_does_not_slow_a_fast_one_sharing_its_events(redis_server, receiver, tmp_path, start_worker):
     store_url = f"redis://127.0.0.1:{redis_server.port}/{WIDE_DB}"
