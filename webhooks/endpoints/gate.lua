@@ -19,8 +19,9 @@
 -- The line: a slot comes free about every pace / cap seconds, so the n-th delivery told to wait is told to come
 -- back n of those after the first slot is due to come free (the oldest slot's start plus the pace), and finds one
 -- free then, instead of asking again and again. While no pace is known, the time the oldest slot has run so far
--- stands for it (and the first comes back as long again: a backoff). The line's end is kept (KEYS line) so that the next batch, on any worker, queues behind it. A place
--- further than the deadline away is not taken: that delivery asks again after the deadline and queues then.
+-- stands for it (and the first comes back as long again: a backoff). The line's end is kept (KEYS line) so that
+-- the next batch, on any worker, queues behind it. A place further than the deadline away is not taken: that
+-- delivery asks again after the deadline and queues then.
 local now, lapse_at = tonumber(ARGV[1]), tonumber(ARGV[2])
 local limit, circuit_timeouts = tonumber(ARGV[3]), tonumber(ARGV[4])
 local deadline, window = tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -115,6 +116,8 @@ for i = 9, #ARGV, 4 do
   end
 end
 for number, line in pairs(lines) do
-  if line > now then redis.call('SET', KEYS[(number - 1) * 6 + 6], tostring(line), 'EX', math.ceil(line - now) + 1) end
+  if line > now then
+    redis.call('SET', KEYS[(number - 1) * 6 + 6], tostring(line), 'EX', math.ceil(line - now) + 1)
+  end
 end
 return answers

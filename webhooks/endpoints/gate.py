@@ -10,8 +10,9 @@ gives each delivery an in-flight slot or a time to ask again:
   slots scored by when they lapse): a slot is taken here and given back by the bookkeeping after the attempt
   (``bookkeeping.py``); a slot whose worker died lapses after the task time limit. What the cap bounds is
   worker time, not requests: it is ``limit x deadline / pace`` (``webhooks:pace:{id}``: how long the endpoint's
-  last attempts held their slots), never below ``limit``. An endpoint answering in a tenth of the deadline may
-  have ten times ``limit`` in flight; one that times out, or that nothing finished with lately, gets ``limit``.
+  last attempts took to be answered, on average, ``bookkeeping.py``), never below ``limit``. An endpoint
+  answering in a tenth of the deadline may have ten times ``limit`` in flight; one that times out, or that
+  nothing finished with lately, gets ``limit``.
 - **The line.** A delivery over the cap is told to come back at its place in the endpoint's line
   (``webhooks:line:{id}``: where the line ends): a slot comes free about every ``pace / cap`` seconds, so the
   n-th one waiting comes back about n of those after the first slot is due to come free, and finds one then.
