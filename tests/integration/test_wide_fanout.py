@@ -109,8 +109,9 @@ SLOW_SECONDS = 2.0
 
 
 @pytest.mark.xfail(
-    reason="issue 26: 0.46-0.86x measured on 2 cores, once above 0.9x (no pool thread is held any more; CPU spent "
-    "on the slow endpoint's deferred deliveries remains); the target is 0.9x"
+    reason="issue 26: 0.64-1.5x on the shared 2-core host, 0.81x and 0.99x when it was quiet (docs/performance.md): "
+    "the slow endpoint's 2,000 deliveries still cost about 0.4 ms each to fan out, admit and gate inside the fast "
+    "one's window; the target is 0.9x"
 )
 def test_a_slow_endpoint_does_not_slow_a_fast_one_sharing_its_events(redis_server, receiver, tmp_path, start_worker):
     store_url = f"redis://127.0.0.1:{redis_server.port}/{WIDE_DB}"
@@ -125,14 +126,20 @@ def test_a_slow_endpoint_does_not_slow_a_fast_one_sharing_its_events(redis_serve
 
     def fast_rate() -> float:
         """Deliveries a second to the fast endpoint, from its first to its last request, of a new batch."""
-        ids = set(publish(env, [event] * SHARED_EVENTS, batch=True))
         path = f"/fast-{tmp_path.name}"
+        # Each look reads only the requests since the last: the receiver shares this process, and reading every
+        # earlier half's requests again on each look would take from the later halves' receiving alone.
+        looked, times = len(receiver.requests(path)), []
+        ids = set(publish(env, [event] * SHARED_EVENTS, batch=True))
 
-        def arrivals() -> list[float]:
-            return [r.at for r in receiver.requests(path) if json.loads(r.body)["id"] in ids]
+        def all_arrived() -> bool:
+            nonlocal looked
+            requests = receiver.requests(path)
+            times.extend(r.at for r in requests[looked:] if json.loads(r.body)["id"] in ids)
+            looked = len(requests)
+            return len(times) >= SHARED_EVENTS
 
-        wait_until(lambda: len(arrivals()) >= SHARED_EVENTS, timeout=120, what="every event at the fast endpoint")
-        times = arrivals()
+        wait_until(all_arrived, timeout=120, what="every event at the fast endpoint")
         return len(times) / (max(times) - min(times))
 
     fast_rate()  # warm: the endpoint's pace known, connections open

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from webhooks.endpoints.bookkeeping import Attempted, Bookkeeping, GivenBack, Tally
 from webhooks.endpoints.decision import Decision, Delivery, Drop, Hold, Later, Send, Slot
-from webhooks.endpoints.gate import Gate
+from webhooks.endpoints.gate import Gate, together
 from webhooks.endpoints.guard import NOT_TIED, unsendable_to
 from webhooks.endpoints.held import KEY_HELD, Dropper, HeldDeliveries
-from webhooks.endpoints.keys import KEY_CIRCUIT, KEY_FAILING, KEY_INFLIGHT, KEY_PACE, KEY_RATE
+from webhooks.endpoints.keys import KEY_CIRCUIT, KEY_FAILING, KEY_INFLIGHT, KEY_LINE, KEY_PACE, KEY_RATE
 from webhooks.endpoints.notices import (
     OPERATOR_ENDPOINT_ID,
     Notice,
@@ -49,6 +49,7 @@ __all__ = [
     "Later",
     "Send",
     "Slot",
+    "together",
     "NOT_TIED",
     "unsendable_to",
     # after the attempts
@@ -77,6 +78,7 @@ __all__ = [
     "KEY_CIRCUIT",
     "KEY_FAILING",
     "KEY_INFLIGHT",
+    "KEY_LINE",
     "KEY_PACE",
     "KEY_RATE",
     "disable_reason",

@@ -2,10 +2,11 @@
 -- failures and paces, each read-and-change atomic (another worker's attempt on the same endpoint may end a run
 -- at any moment, and must not fall between the writes and the read of this one).
 --
--- KEYS: five per endpoint (keys.py, state_keys): inflight, circuit, pace, rate, failing; then one per tenant: the
---       rate window of a tenant with a cap.
--- ARGV: how long a pace is kept (seconds), the number of endpoints, then each endpoint's pace ('' when it made no
---       attempt), then five per delivery given back: its endpoint's number (1-based, in KEYS), its slot ('' when
+-- KEYS: six per endpoint (keys.py, state_keys): inflight, circuit, pace, rate, failing, line (unused here); then
+--       one per tenant: the rate window of a tenant with a cap.
+-- ARGV: how long a pace is kept (seconds), the number of endpoints, then two per endpoint: the mean time its
+--       attempts took and the share of its pace they replace ('' both when it made no attempt), then five per
+--       delivery given back: its endpoint's number (1-based, in KEYS), its slot ('' when
 --       it had none), the circuit's change ('t' a time-out, 'a' an answer, '-' neither, '' not attempted: its
 --       rate-window counts are given back too), its run's ('end' a success, the epoch seconds of a failure, ''
 --       none) and its tenant's number (1-based, after the endpoints' keys; 0: its tenant's window did not count it).
@@ -14,15 +15,15 @@
 local kept = ARGV[1]
 local endpoints = tonumber(ARGV[2])
 local answers = {}
-for i = 3 + endpoints, #ARGV, 5 do
-  local base = (tonumber(ARGV[i]) - 1) * 5
+for i = 3 + endpoints * 2, #ARGV, 5 do
+  local base = (tonumber(ARGV[i]) - 1) * 6
   local slot, circuit, run, tenant = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], tonumber(ARGV[i + 4])
   local failing = KEYS[base + 5]
   if slot ~= '' then
     redis.call('ZREM', KEYS[base + 1], slot)
     if circuit == '' then
       redis.call('ZREM', KEYS[base + 4], slot)
-      if tenant > 0 then redis.call('ZREM', KEYS[endpoints * 5 + tenant], slot) end
+      if tenant > 0 then redis.call('ZREM', KEYS[endpoints * 6 + tenant], slot) end
     end
   end
   if circuit == 't' then
@@ -44,7 +45,12 @@ for i = 3 + endpoints, #ARGV, 5 do
   answers[#answers + 1] = answer
 end
 for n = 1, endpoints do
-  local pace = ARGV[2 + n]
-  if pace ~= '' then redis.call('SET', KEYS[(n - 1) * 5 + 3], pace, 'EX', kept) end
+  local took, share = tonumber(ARGV[1 + n * 2]), tonumber(ARGV[2 + n * 2])
+  if took then
+    local key = KEYS[(n - 1) * 6 + 3]
+    local pace = tonumber(redis.call('GET', key) or '')
+    if pace then took = pace + (took - pace) * share end
+    redis.call('SET', key, tostring(took), 'EX', kept)
+  end
 end
 return answers

@@ -3,8 +3,12 @@
 One script (``bookkeeping.lua``) for the whole batch, whatever mix of endpoints it went to: each delivery's slot
 given back (and, for one never attempted, its count in the rate windows, its endpoint's and its tenant's), each
 attempt's effect on its endpoint's circuit (a time-out counts, any HTTP answer closes it) and on its run of
-failed attempts (``webhooks:failing:{id}``: when it began, how many), and each endpoint's pace (how long its
-attempts held their slots, the deadline if one timed out), which sets its cap (``gate.py``).
+failed attempts (``webhooks:failing:{id}``: when it began, how many), and each endpoint's pace, which sets its cap
+and the spacing of its line (``gate.py``): how long its last PACE_ATTEMPTS attempts took on average, from request
+to answer, or the deadline after a time-out. An attempt's time waiting in its own worker (for room, for the event
+loop) is not the endpoint's: counted, a busy worker would make every endpoint it sends to look slow, shrink their
+caps and stretch their lines. The attempts a batch ends at once and those it hands over end in two bookkeepings,
+the quick and the slow: each moves the pace by its share of PACE_ATTEMPTS, so neither stands for the endpoint.
 
 ``Bookkeeping.tally`` prepares that script for a batch; a caller may send it in its own pipeline beside the
 delivery log's record of the same attempts (``Tally.queue``, then ``settle`` with the answer), or let
@@ -34,7 +38,7 @@ from webhooks.registry import Registry, writable
 from webhooks.settings import Settings
 from webhooks.store import lua, script
 
-__all__ = ["PACE_KEPT_SECONDS", "Attempted", "Bookkeeping", "GivenBack", "Tally"]
+__all__ = ["PACE_ATTEMPTS", "PACE_KEPT_SECONDS", "Attempted", "Bookkeeping", "GivenBack", "Tally"]
 
 logger = logging.getLogger("webhooks.operator")
 
@@ -42,6 +46,8 @@ logger = logging.getLogger("webhooks.operator")
 _SCRIPT = "bookkeeping.lua"
 #: Seconds a pace is remembered: an endpoint idle for longer starts again from the plain limit.
 PACE_KEPT_SECONDS = 600
+#: Attempts an endpoint's pace averages: a bookkeeping of that many replaces it, one of fewer moves it their share.
+PACE_ATTEMPTS = 100
 
 
 class Attempted(Protocol):
@@ -114,16 +120,17 @@ class Bookkeeping:
         tenants = {
             tenant: n + 1 for n, tenant in enumerate(dict.fromkeys(g.slot.tenant for g in given_back if g.slot.tenant))
         }
-        paces: dict[str, float] = {}
+        took: dict[str, list[float]] = {}
         records: list[str | float] = []
         for one in given_back:
             endpoint_id, made = one.slot.endpoint_id, one.made
             tenant = tenants.get(one.slot.tenant or "", 0)
             records += [numbers[endpoint_id], one.slot.id or "", _circuit(made), _run(made), tenant]
             if made is not None:
-                paces[endpoint_id] = max(paces.get(endpoint_id, 0.001), self._held(one.slot, made.attempt))
+                took.setdefault(endpoint_id, []).append(self._took(made.attempt))
         args: list[str | float] = [PACE_KEPT_SECONDS, len(numbers)]
-        args += [round(paces[endpoint_id], 3) if endpoint_id in paces else "" for endpoint_id in numbers]
+        for endpoint_id in numbers:
+            args += _pace(took.get(endpoint_id, []), self.deadline_seconds)
         keys = state_keys(list(numbers)) + [KEY_TENANT_RATE.format(tenant=tenant) for tenant in tenants]
         return Tally(given_back, keys, args + records, self._script, lua(__package__, _SCRIPT))
 
@@ -188,11 +195,19 @@ class Bookkeeping:
                 notices.append(Notice("endpoint_disabled", endpoint_id, why, made.attempt.at))
         return notices
 
-    def _held(self, slot: Slot, attempt: Attempt) -> float:
-        """How long the attempt held its slot: until it ended, or the whole deadline if it timed out."""
-        if timed_out(attempt):
-            return self.deadline_seconds
-        return attempt.at.timestamp() + attempt.latency_ms / 1000 - slot.taken_at
+    def _took(self, attempt: Attempt) -> float:
+        """How long the endpoint took to answer the attempt: the whole deadline if it timed out."""
+        return self.deadline_seconds if timed_out(attempt) else max(attempt.latency_ms / 1000, 0.001)
+
+
+def _pace(took: Sequence[float], deadline_seconds: float) -> list[str | float]:
+    """The script's two arguments for an endpoint whose attempts took ``took`` seconds each: their mean (the
+    deadline after a time-out, at once), and how much of the pace it replaces; ``''`` twice when none was made."""
+    if not took:
+        return ["", ""]
+    if max(took) >= deadline_seconds:
+        return [deadline_seconds, 1]
+    return [round(sum(took) / len(took), 4), round(min(len(took) / PACE_ATTEMPTS, 1.0), 4)]
 
 
 def _circuit(made: Attempted | None) -> str:

@@ -2,22 +2,31 @@
 -- endpoint's rate window and its tenant's), or say how long until one may be taken. One script, so that a batch
 -- to any mix of endpoints and tenants costs one round trip and each window is read and changed atomically.
 --
--- KEYS: five per endpoint (keys.py, state_keys): inflight, circuit, pace, rate, failing (unused here); then two
---       per tenant: its record (JSON, its rate_limit_per_second read here, so the batch stays one round trip)
+-- KEYS: six per endpoint (keys.py, state_keys): inflight, circuit, pace, rate, failing (unused here), line; then
+--       two per tenant: its record (JSON, its rate_limit_per_second read here, so the batch stays one round trip)
 --       and its rate window.
 -- ARGV: now, lapse_at (when a slot taken now lapses), limit, circuit_timeouts, deadline, window, the number of
---       endpoints, then four per delivery: its endpoint's number (1-based, in KEYS), a slot id, its rate limit per
---       second (0: none) and its tenant's number (1-based, after the endpoints' keys; 0: none, never capped).
+--       endpoints, min_wait, then four per delivery: its endpoint's number (1-based, in KEYS), a slot id, its rate
+--       limit per second (0: none) and its tenant's number (1-based, after the endpoints' keys; 0: none, never
+--       capped).
 -- Returns per delivery {'send', counted} (counted: '1' when its tenant's window counted it), or {why, seconds}
--- with why 'cap', 'circuit' (the cap of an open circuit: one),
--- 'rate' or 'tenant': for a cap, the endpoint's pace or, if longer, how long its oldest slot has been held; for a
--- rate limit (the endpoint's, or its tenant's), how long until the oldest attempt in the window leaves it (for a
--- tenant's, plus a window for each per_second of its deliveries this batch refused before).
+-- with why 'cap', 'circuit' (the cap of an open circuit: one), 'rate' or 'tenant'. For a cap, the seconds until
+-- its place in the endpoint's line (below); for a circuit, the endpoint's pace or, if longer, how long its oldest
+-- slot has been held; for a rate limit (the endpoint's, or its tenant's), how long until the oldest attempt in
+-- the window leaves it (for a tenant's, plus a window for each per_second of its deliveries this batch refused
+-- before).
+--
+-- The line: a slot comes free about every pace / cap seconds, so the n-th delivery told to wait is told to come
+-- back n of those after the first slot is due to come free (the oldest slot's start plus the pace), and finds one
+-- free then, instead of asking again and again. While no pace is known, the time the oldest slot has run so far
+-- stands for it (and the first comes back as long again: a backoff). The line's end is kept (KEYS line) so that
+-- the next batch, on any worker, queues behind it. A place further than the deadline away is not taken: that
+-- delivery asks again after the deadline and queues then.
 local now, lapse_at = tonumber(ARGV[1]), tonumber(ARGV[2])
 local limit, circuit_timeouts = tonumber(ARGV[3]), tonumber(ARGV[4])
 local deadline, window = tonumber(ARGV[5]), tonumber(ARGV[6])
-local tenant_base = tonumber(ARGV[7]) * 5
-local caps, paces, open, swept, behind, tenant_caps = {}, {}, {}, {}, {}, {}
+local tenant_base, min_wait = tonumber(ARGV[7]) * 6, tonumber(ARGV[8])
+local caps, paces, open, swept, behind, tenant_caps, lines = {}, {}, {}, {}, {}, {}, {}
 local answers = {}
 
 -- A tenant's cap from its record: 0 when it has none (no record, no limit, a record that cannot be read).
@@ -31,16 +40,31 @@ local function tenant_cap(tenant)
   return tenant_caps[tenant]
 end
 
+-- Seconds until the place in endpoint `number`'s line of one more delivery over its cap, whose oldest slot has
+-- been held `held` seconds; the line moves on by one place unless that is beyond the deadline.
+local function place_in_line(number, held)
+  local pace = paces[number]
+  local each = pace > 0 and pace or math.max(held, min_wait)
+  local first = pace > 0 and pace - held or held
+  if lines[number] == nil then
+    lines[number] = tonumber(redis.call('GET', KEYS[(number - 1) * 6 + 6]) or '0')
+  end
+  local place = math.max(lines[number], now + math.max(first, min_wait))
+  if place - now > deadline then return deadline end
+  lines[number] = place + each / caps[number]
+  return place - now
+end
+
 local function until_room(key)
   local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
   return tostring(math.max(tonumber(oldest[2]) + window - now, 0.001))
 end
 
-for i = 8, #ARGV, 4 do
+for i = 9, #ARGV, 4 do
   local number, slot, per_second = tonumber(ARGV[i]), ARGV[i + 1], tonumber(ARGV[i + 2])
   local tenant = tonumber(ARGV[i + 3])
   local tenant_per_second = tenant > 0 and tenant_cap(tenant) or 0
-  local base = (number - 1) * 5
+  local base = (number - 1) * 6
   local inflight, rate = KEYS[base + 1], KEYS[base + 4]
   local tenant_rate = tenant_per_second > 0 and KEYS[tenant_base + tenant * 2] or nil
   if caps[number] == nil then
@@ -61,7 +85,11 @@ for i = 8, #ARGV, 4 do
   if redis.call('ZCARD', inflight) >= caps[number] then
     local oldest = redis.call('ZRANGE', inflight, 0, 0, 'WITHSCORES')
     local held = now - (tonumber(oldest[2]) - (lapse_at - now))
-    answers[#answers + 1] = {open[number] and 'circuit' or 'cap', tostring(math.max(paces[number], held))}
+    if open[number] then
+      answers[#answers + 1] = {'circuit', tostring(math.max(paces[number], held))}
+    else
+      answers[#answers + 1] = {'cap', tostring(place_in_line(number, held))}
+    end
   elseif per_second > 0 and redis.call('ZCARD', rate) >= per_second then
     answers[#answers + 1] = {'rate', until_room(rate)}
   elseif tenant_rate and redis.call('ZCARD', tenant_rate) >= tenant_per_second then
@@ -85,6 +113,11 @@ for i = 8, #ARGV, 4 do
       counted = '1'
     end
     answers[#answers + 1] = {'send', counted}
+  end
+end
+for number, line in pairs(lines) do
+  if line > now then
+    redis.call('SET', KEYS[(number - 1) * 6 + 6], tostring(line), 'EX', math.ceil(line - now) + 1)
   end
 end
 return answers

@@ -10,8 +10,15 @@ gives each delivery an in-flight slot or a time to ask again:
   slots scored by when they lapse): a slot is taken here and given back by the bookkeeping after the attempt
   (``bookkeeping.py``); a slot whose worker died lapses after the task time limit. What the cap bounds is
   worker time, not requests: it is ``limit x deadline / pace`` (``webhooks:pace:{id}``: how long the endpoint's
-  last attempts held their slots), never below ``limit``. An endpoint answering in a tenth of the deadline may
-  have ten times ``limit`` in flight; one that times out, or that nothing finished with lately, gets ``limit``.
+  last attempts took to be answered, on average, ``bookkeeping.py``), never below ``limit``. An endpoint
+  answering in a tenth of the deadline may have ten times ``limit`` in flight; one that times out, or that
+  nothing finished with lately, gets ``limit``.
+- **The line.** A delivery over the cap is told to come back at its place in the endpoint's line
+  (``webhooks:line:{id}``: where the line ends): a slot comes free about every ``pace / cap`` seconds, so the
+  n-th one waiting comes back about n of those after the first slot is due to come free, and finds one then.
+  Each waiting delivery asks again about once, whatever the backlog, instead of every pace: asking is work a
+  worker does for nothing, beside the deliveries to other endpoints. A place further away than the deadline is
+  not taken; that delivery asks again then.
 - **Circuit breaker.** After ``rules.CIRCUIT_TIMEOUTS`` time-outs in a row (``webhooks:circuit:{id}``) the
   endpoint gets one slot, so one probe at a time, until any HTTP answer closes it.
 - **Rate limit.** An endpoint's optional ``rate_limit_per_second`` is a one-second sliding window of the
@@ -36,6 +43,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 from uuid import uuid4
 
 import redis
@@ -53,14 +61,19 @@ from webhooks.store import script
 from webhooks.task_mac import TaskMac
 from webhooks.tenants.records import KEY_RECORD
 
-__all__ = ["MIN_WAIT_SECONDS", "REMOVED", "WINDOW_SECONDS", "Gate"]
+__all__ = ["MIN_WAIT_SECONDS", "REMOVED", "TOGETHER_SECONDS", "WINDOW_SECONDS", "Gate", "together"]
 
 logger = logging.getLogger("webhooks.delivery")
+
+T = TypeVar("T")
 
 #: Shortest wait of a delivery over its endpoint's cap before it asks again.
 MIN_WAIT_SECONDS = 0.1
 #: The window a rate limit counts attempts in.
 WINDOW_SECONDS = 1.0
+#: Most seconds between the first and the last due time of waiting deliveries that go back on the queue as one
+#: task (the housekeeping that releases them looks about twice a second).
+TOGETHER_SECONDS = 0.5
 #: Why a delivery to an endpoint the registry no longer has is dropped.
 REMOVED = "the endpoint was removed"
 #: Seconds a message of the release before waits for a delivery log that cannot say whether it holds it.
@@ -188,6 +201,7 @@ class Gate:
                 self.deadline_seconds,
                 WINDOW_SECONDS,
                 len(numbers),
+                MIN_WAIT_SECONDS,
             ]
             for endpoint, slot in zip(endpoints, slots, strict=True):
                 tenant = tenants[endpoint.tenant] if endpoint.id != OPERATOR_ENDPOINT_ID else 0
@@ -203,22 +217,41 @@ class Gate:
                 exc,
             )
             return [Send(endpoint, Slot(endpoint.id, None, now)) for endpoint in endpoints]
+        jitter = random.uniform(0.5, 1.5)  # noqa: S311 (one for the batch: its waiting deliveries go back together)
         return [
-            self._decision(endpoint, Slot(endpoint.id, slot, now, _counted(endpoint, answer)), answer)
+            self._decision(endpoint, Slot(endpoint.id, slot, now, _counted(endpoint, answer)), answer, jitter)
             for endpoint, slot, answer in zip(endpoints, slots, answers, strict=True)
         ]
 
-    def _decision(self, endpoint: Endpoint, slot: Slot, answer: list[str]) -> Decision:
+    def _decision(self, endpoint: Endpoint, slot: Slot, answer: list[str], jitter: float) -> Decision:
         if answer[0] == "send":
             return Send(endpoint, slot)
         why, seconds = answer[0], float(answer[1])
-        if why in ("rate", "tenant"):
+        if why != "circuit":  # a place in its endpoint's line, or when its rate window has room
             return Later(slot.taken_at + seconds, _WAITING[why])
-        # About as long as a slot takes to come free: the endpoint's pace, or, while none is known (an endpoint
-        # idle until now, or just begun to hang), the time its oldest attempt has run so far, which doubles
-        # each time, a backoff; a fresh endpoint that answers quickly makes its waiting deliveries wait little.
+        # An open circuit lets one probe through at a time: ask again about when it will have answered, the
+        # endpoint's pace, or, while none is known (an endpoint just begun to hang), the time the probe has run
+        # so far, which doubles each time, a backoff.
         wait = min(max(seconds, MIN_WAIT_SECONDS), self.deadline_seconds)
-        return Later(slot.taken_at + wait * random.uniform(0.5, 1.5), _WAITING[why])  # noqa: S311 (jitter)
+        return Later(slot.taken_at + wait * jitter, _WAITING[why])
+
+
+def together(waiting: Sequence[tuple[T, Later]]) -> list[tuple[list[T], float]]:
+    """Deliveries told ``Later`` in the groups that go back on the queue as one task each, and when each is due:
+    those due within TOGETHER_SECONDS of each other, at the last of their times, so that none comes back before
+    its place in its endpoint's line (or its rate window's turn)."""
+    groups: list[list[T]] = []
+    dues: list[float] = []
+    first = 0.0
+    for delivery, later in sorted(waiting, key=lambda one: one[1].due):
+        if groups and later.due - first <= TOGETHER_SECONDS:
+            groups[-1].append(delivery)
+            dues[-1] = later.due
+        else:
+            groups.append([delivery])
+            dues.append(later.due)
+            first = later.due
+    return list(zip(groups, dues, strict=True))
 
 
 def _counted(endpoint: Endpoint, answer: list[str]) -> str | None:

@@ -7,6 +7,7 @@ __all__ = [
     "KEY_CIRCUIT",
     "KEY_FAILING",
     "KEY_INFLIGHT",
+    "KEY_LINE",
     "KEY_PACE",
     "KEY_RATE",
     "KEY_TENANT_RATE",
@@ -25,11 +26,14 @@ KEY_RATE = "webhooks:rate:{id}"
 KEY_TENANT_RATE = "webhooks:tenant:{tenant}:rate"
 #: An endpoint's current run of failed attempts: ``since`` (epoch seconds of the first), ``failures``.
 KEY_FAILING = "webhooks:failing:{id}"
+#: The end of an endpoint's line: epoch seconds at which the next delivery over its in-flight cap is told to come
+#: back (the gate's; it lapses once that time has passed).
+KEY_LINE = "webhooks:line:{id}"
 
 #: The keys of one endpoint a gate or bookkeeping script is given, in this order (the scripts count on it).
-_STATE = (KEY_INFLIGHT, KEY_CIRCUIT, KEY_PACE, KEY_RATE, KEY_FAILING)
+_STATE = (KEY_INFLIGHT, KEY_CIRCUIT, KEY_PACE, KEY_RATE, KEY_FAILING, KEY_LINE)
 
 
 def state_keys(endpoint_ids: list[str]) -> list[str]:
-    """The five state keys of each endpoint, endpoint after endpoint: a script's ``KEYS``."""
+    """The six state keys of each endpoint, endpoint after endpoint: a script's ``KEYS``."""
     return [template.format(id=endpoint_id) for endpoint_id in endpoint_ids for template in _STATE]

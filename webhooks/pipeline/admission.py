@@ -6,7 +6,11 @@ prefetch them too. Instead each tenant may have at most ``WEBHOOKS_TENANT_QUEUED
 running at once (its *slots*, in the store); a fan-out parks the tenant's further batches in that tenant's
 list in the store, in the same script that counts, and each batch that ends takes the next one parked out and
 sends it (one script: release and take). Another tenant's batch therefore waits behind at most that many of
-each busy tenant's, whatever their backlogs.
+each busy tenant's, whatever their backlogs. The next one is the oldest, except that a batch whose endpoints all
+have a line (the gate's: deliveries over their in-flight caps waiting their places) goes behind the tenant's
+others: it would only join its line, while its slot can serve a batch that is sent now, so a slow endpoint's
+backlog does not take turns with its tenant's fast endpoints (a few are passed over at a time, and never all:
+with none other parked, the oldest goes).
 
 Parked batches are accepted work: they are in the store, survive any worker, and their deliveries are listed
 as pending in the delivery log from the fan-out on. A slot older than the broker's visibility timeout is taken
@@ -36,6 +40,7 @@ from typing import Any
 import redis
 from kombu.exceptions import OperationalError
 
+from webhooks.endpoints.keys import KEY_LINE
 from webhooks.pipeline.calls import DELIVER_MANY_TASK, DELIVERIES_PER_BATCH, admitted_call, delivery_call
 from webhooks.queue import Queue, TaskCall
 from webhooks.queue.base import reachable
@@ -118,7 +123,7 @@ class Admission:
         """Free lost slots and admit what has room, for the tenants that need it now: ``(tenant, call)`` s."""
         found = script(self.store, __package__, "admission.lua")(
             keys=[self.KEY_TENANTS],
-            args=["tend", self.clock(), self.limit, self.lost_after_seconds]
+            args=["tend", self.clock(), self.limit, self.lost_after_seconds, KEY_LINE]
             + [self.KEY_RUNNING, self.KEY_PARKED, TEND_MOST_TENANTS],
         )
         return [(tenant, _call(tenant, entry)) for tenant, entry in zip(found[::2], found[1::2], strict=True)]
@@ -134,7 +139,7 @@ class Admission:
     def _run(self, op: str, tenant: str, args: Sequence[str]) -> Any:
         keys = [self.KEY_RUNNING.format(tenant=tenant), self.KEY_PARKED.format(tenant=tenant), self.KEY_TENANTS]
         return script(self.store, __package__, "admission.lua")(
-            keys=keys, args=[op, self.clock(), self.limit, self.lost_after_seconds, tenant, *args]
+            keys=keys, args=[op, self.clock(), self.limit, self.lost_after_seconds, KEY_LINE, tenant, *args]
         )
 
     def fan_out(self, queue: Queue, by_tenant: dict[str, list[list[str]]]) -> list[TaskCall]:

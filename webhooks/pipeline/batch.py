@@ -36,6 +36,7 @@ from webhooks.endpoints import (
     Later,
     Send,
     announce,
+    together,
     wait_before_retry,
 )
 from webhooks.log import DeliveryLog, State
@@ -100,7 +101,7 @@ def run(
     decisions = Gate.for_settings(parts.store, parts.registry, parts.settings, parts.macs, parts.log).decide(deliveries)
     held: dict[str, list[list[str]]] = {}
     refused: list[Made] = []
-    waiting: dict[str, tuple[list[list[str]], float]] = {}
+    waiting: list[tuple[list[str], Later]] = []
     sends: list[tuple[Delivery, Send]] = []
     for delivery, decision in zip(deliveries, decisions, strict=True):
         endpoint_id, event_id, body, _ = delivery
@@ -109,9 +110,8 @@ def run(
                 held.setdefault(endpoint_id, []).append([event_id, body])
             case Drop(reason=why):  # gone, not tied to a publish, or not an event it takes: never signed
                 refused.append(refusal(endpoint_id, event_id, body, number, why))
-            case Later(due=due):  # over its endpoint's in-flight cap or rate limit, or its circuit open
-                same, first_due = waiting.get(endpoint_id, ([], due))
-                waiting[endpoint_id] = ([*same, list(delivery)], min(first_due, due))
+            case Later():  # over its endpoint's in-flight cap or rate limit, or its circuit open
+                waiting.append((list(delivery), decision))
             case Send():
                 sends.append((delivery, decision))
     if held and on_way is not None:  # listed before what holding them writes
@@ -120,7 +120,7 @@ def run(
     held_count = _hold(parts, held)
     ended = _send(parts, sends, number, stragglers, on_way)
     notices = _books(parts, [GivenBack(send.slot, one) for send, one in ended])
-    later = [(call, due) for same, due in waiting.values() for call in deliveries_calls(same, retries)]
+    later = [(call, due) for same, due in together(waiting) for call in deliveries_calls(same, retries)]
     return Ran(refused + [one for _, one in ended], later, held_count, notices, len(sends) - len(ended))
 
 

@@ -67,7 +67,10 @@ class Stragglers:
         attempting.then(lambda: settling.submit(settled))
 
     def wait_for_room(self, limit: int, wanted: int, timeout_seconds: float) -> None:
-        """Wait (at most ``timeout_seconds``) until ``wanted`` more fit under ``limit`` with those handed over."""
+        """Wait (at most ``timeout_seconds``) until ``wanted`` more fit under ``limit`` with those handed over; a
+        task with nothing to send (its deliveries all wait, are held or dropped) needs no room and never waits."""
+        if wanted == 0:
+            return
         with self._changed:
             self._changed.wait_for(lambda: self._count == 0 or self._count + wanted <= limit, timeout_seconds)
 

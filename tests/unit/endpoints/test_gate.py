@@ -15,6 +15,7 @@ from tests.macs import MACS, tied
 from tests.unit.pipeline.test_tasks import BODY, body
 from webhooks.endpoints import (
     KEY_INFLIGHT,
+    KEY_LINE,
     KEY_PACE,
     KEY_RATE,
     OPERATOR_ENDPOINT_ID,
@@ -30,7 +31,9 @@ from webhooks.endpoints import (
     Slot,
     stored_states,
     timed_out,
+    together,
 )
+from webhooks.endpoints.bookkeeping import PACE_ATTEMPTS
 from webhooks.endpoints.gate import MIN_WAIT_SECONDS, REMOVED
 from webhooks.endpoints.guard import NOT_TIED
 from webhooks.endpoints.keys import KEY_TENANT_RATE
@@ -92,8 +95,11 @@ def give_back(books, registry, slot, *made):
     books.after(registry, [GivenBack(slot, one) for one in made] or [GivenBack(slot)])
 
 
-def made(status=None, error=None, endpoint_id="slow"):
-    attempt = Attempt(number=1, at=datetime.now(UTC), outcome="retry", latency_ms=1.0, status_code=status, error=error)
+def made(status=None, error=None, endpoint_id="slow", seconds=0.001):
+    """An attempt that took ``seconds``, from request to answer."""
+    attempt = Attempt(
+        number=1, at=datetime.now(UTC), outcome="retry", latency_ms=seconds * 1000, status_code=status, error=error
+    )
     return Made(endpoint_id, "evt_1", BODY, attempt)
 
 
@@ -114,28 +120,84 @@ def test_an_endpoint_nothing_is_known_of_has_its_limit_of_slots_and_a_slot_given
     assert isinstance(take(gate), Send)
 
 
-def test_an_endpoint_at_its_cap_is_told_to_wait_about_one_of_its_tasks_or_as_long_as_its_oldest_has_run(
-    client, registry
+def waits(gate, now, count, endpoint_id="slow"):
+    """Seconds from ``now`` until each of ``count`` more deliveries over the endpoint's cap is told to come back."""
+    decisions = [take(gate, endpoint_id) for _ in range(count)]
+    assert all(decision.reason == "its endpoint is at its in-flight cap" for decision in decisions)
+    return [decision.due - now for decision in decisions]
+
+
+def fill(gate, count, endpoint_id="slow"):
+    """Take ``count`` slots, every one of them free."""
+    assert all(isinstance(take(gate, endpoint_id), Send) for _ in range(count))
+
+
+@pytest.fixture
+def still(client, registry):
+    """A gate (limit 2) on a clock that stands still at 1,000."""
+    return gate_on(
+        client, registry, limit=2, lapse_seconds=30, deadline_seconds=DEADLINE_SECONDS, clock=lambda: 1_000.0
+    )
+
+
+def test_deliveries_over_the_cap_come_back_in_line_a_slot_apart_from_when_the_first_slot_comes_free(
+    still, client, registry
 ):
-    now = 1_000.0
-    gate = gate_on(client, registry, limit=2, lapse_seconds=30, deadline_seconds=DEADLINE_SECONDS, clock=lambda: now)
+    client.set(KEY_PACE.format(id="slow"), 4)  # cap: 2 x 20 / 4 = 10, so a slot comes free every 0.4 s
+    fill(still, 10)
+    assert waits(still, 1_000, 5) == pytest.approx([4.0, 4.4, 4.8, 5.2, 5.6])
+    assert client.get(KEY_LINE.format(id="slow")) == "1006"
+    other_worker = gate_on(client, registry, limit=2, lapse_seconds=30, deadline_seconds=20, clock=lambda: 1_000.0)
+    assert waits(other_worker, 1_000, 1) == pytest.approx([6.0])  # the line is the endpoint's, whoever asks
+    assert 0 < client.ttl(KEY_LINE.format(id="slow")) <= 8  # and goes once it has passed (at 1,006.4)
 
-    def waits():
-        decisions = [take(gate) for _ in range(50)]
-        assert all(decision.reason == "its endpoint is at its in-flight cap" for decision in decisions)
-        return [decision.due - now for decision in decisions]
 
-    take_all(gate)
-    assert MIN_WAIT_SECONDS * 0.5 <= min(waits()) and max(waits()) <= MIN_WAIT_SECONDS * 1.5
-    client.zadd(KEY_INFLIGHT.format(id="slow"), {"old": now + 30 - 4})  # lapses in 30 s: taken 4 s ago
-    assert 4 * 0.5 <= min(waits()) and max(waits()) <= 4 * 1.5
-    client.set(KEY_PACE.format(id="slow"), DEADLINE_SECONDS)
-    assert DEADLINE_SECONDS * 0.5 <= min(waits()) and max(waits()) <= DEADLINE_SECONDS * 1.5
+def test_the_first_place_is_when_the_oldest_slot_is_due_to_come_free(still, client):
+    client.set(KEY_PACE.format(id="slow"), 4)
+    client.zadd(KEY_INFLIGHT.format(id="slow"), {"old": 1_000 + 30 - 3})  # taken 3 s ago: free in about 1 s
+    fill(still, 9)
+    assert waits(still, 1_000, 2) == pytest.approx([1.0, 1.4])
+
+
+def test_while_no_pace_is_known_the_line_starts_as_long_again_as_the_oldest_slot_has_run(still, client):
+    fill(still, 2)
+    assert waits(still, 1_000, 3) == pytest.approx([MIN_WAIT_SECONDS, MIN_WAIT_SECONDS * 1.5, MIN_WAIT_SECONDS * 2])
+    client.delete(KEY_LINE.format(id="slow"))
+    client.zadd(KEY_INFLIGHT.format(id="slow"), {"old": 1_000 + 30 - 4})  # has run 4 s: a backoff, and 2 s a place
+    assert waits(still, 1_000, 3) == pytest.approx([4.0, 6.0, 8.0])
+
+
+def test_a_place_further_than_the_deadline_is_not_taken_and_that_delivery_asks_again_then(still, client):
+    client.set(KEY_PACE.format(id="slow"), 4)
+    fill(still, 10)
+    line = waits(still, 1_000, 45)
+    assert line[:40] == pytest.approx([4.0 + 0.4 * n for n in range(40)])
+    assert line[41:] == [DEADLINE_SECONDS] * 4
+    assert float(client.get(KEY_LINE.format(id="slow"))) <= 1_000 + DEADLINE_SECONDS + 0.4
+
+
+def test_a_line_that_has_passed_starts_again_from_when_a_slot_comes_free(client, registry):
+    clock = [1_000.0]
+    gate = gate_on(client, registry, limit=2, lapse_seconds=30, deadline_seconds=20, clock=lambda: clock[0])
+    client.set(KEY_PACE.format(id="slow"), 4)
+    fill(gate, 10)
+    assert waits(gate, 1_000, 2) == pytest.approx([4.0, 4.4])
+    clock[0] += 10  # the line has passed; the slots, held 10 s, are overdue: one may come free at any moment
+    assert waits(gate, clock[0], 2) == pytest.approx([MIN_WAIT_SECONDS, MIN_WAIT_SECONDS + 0.4])
+
+
+def test_waiting_deliveries_go_back_together_when_due_within_half_a_second_at_the_last_of_their_times():
+    def later(due):
+        return Later(due, "its endpoint is at its in-flight cap")
+
+    waiting = [("c", later(10.6)), ("a", later(10.0)), ("b", later(10.5)), ("d", later(12.0)), ("e", later(12.0))]
+    assert together(waiting) == [(["a", "b"], 10.5), (["c"], 10.6), (["d", "e"], 12.0)]
+    assert together([]) == []
 
 
 def test_the_cap_bounds_worker_time_so_an_endpoint_that_answers_quickly_may_have_more_in_flight(gate, books, registry):
     first, _ = take_all(gate)
-    give_back(books, registry, held_for(first, DEADLINE_SECONDS / 10 - 0.05), made(200))  # a tenth of the deadline
+    give_back(books, registry, first, made(200, seconds=DEADLINE_SECONDS / 10))  # a tenth of the deadline
     assert len(take_all(gate)) == 2 * 10 - 1
     give_back(books, registry, take(gate, "fast").slot, made(200, endpoint_id="fast"))
     assert len(take_all(gate, "fast", most=500)) == 500
@@ -143,11 +205,32 @@ def test_the_cap_bounds_worker_time_so_an_endpoint_that_answers_quickly_may_have
 
 def test_a_time_out_brings_the_cap_back_to_the_limit_however_quick_the_attempt(gate, books, registry):
     first, _ = take_all(gate)
-    give_back(books, registry, held_for(first, 0.1), made(200))
+    give_back(books, registry, first, made(200))
     assert len(take_all(gate)) == 100
     give_back(books, registry, Slot("slow", None, time.time() - 0.1), made(200), TIMEOUT)
     later = take(gate)
     assert isinstance(later, Later) and later.due - time.time() >= DEADLINE_SECONDS * 0.5 - 1
+
+
+def test_the_pace_is_how_long_the_endpoint_took_to_answer_not_how_long_its_worker_kept_the_slot(
+    gate, books, registry, client
+):
+    first, _ = take_all(gate)
+    give_back(books, registry, held_for(first, 5), made(200, seconds=0.2))  # waited 4.8 s in a busy worker
+    assert client.get(KEY_PACE.format(id="slow")) == "0.2"
+
+
+def test_the_pace_averages_the_last_attempts_so_a_batchs_quick_and_slow_halves_each_move_it_their_share(
+    gate, books, registry, client
+):
+    client.set(KEY_PACE.format(id="slow"), 1.0)
+    slot = take(gate).slot
+    books.after(registry, [GivenBack(slot, made(200, seconds=0.1)) for _ in range(PACE_ATTEMPTS // 10)])
+    assert float(client.get(KEY_PACE.format(id="slow"))) == pytest.approx(1.0 - 0.9 * 0.1)
+    books.after(registry, [GivenBack(slot, made(200, seconds=2.0)) for _ in range(PACE_ATTEMPTS * 9 // 10)])
+    assert float(client.get(KEY_PACE.format(id="slow"))) == pytest.approx(0.91 + (2.0 - 0.91) * 0.9)
+    books.after(registry, [GivenBack(slot, made(200, seconds=0.5)) for _ in range(PACE_ATTEMPTS * 2)])
+    assert float(client.get(KEY_PACE.format(id="slow"))) == pytest.approx(0.5)  # as many as it averages, or more
 
 
 def test_a_delivery_never_attempted_leaves_the_pace_alone(gate, books, registry, client):
@@ -173,7 +256,10 @@ def test_a_run_of_time_outs_opens_the_circuit_to_one_probe_at_a_time_and_an_answ
     assert take(gate).reason == "its endpoint's circuit is open (one probe at a time)"
     give_back(books, registry, probe, made(503))
     assert stored_states(client, ["slow"]) == {"slow": "degraded"}  # the circuit closed; its run of failures goes on
-    assert len(take_all(gate)) > 2  # and, having answered at once, more than its limit
+    slots = take_all(gate)
+    assert len(slots) == 2  # its limit: its pace is still the deadline's
+    books.after(registry, [GivenBack(slots[0], made(503)) for _ in range(PACE_ATTEMPTS)])
+    assert len(take_all(gate)) > 2  # its attempts answer at once again: more than its limit
 
 
 @pytest.fixture

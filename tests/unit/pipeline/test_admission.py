@@ -10,6 +10,7 @@ import pytest
 import redis
 from kombu.exceptions import OperationalError
 
+from webhooks.endpoints.keys import KEY_LINE
 from webhooks.pipeline.admission import Admission
 from webhooks.pipeline.calls import DELIVER_MANY_TASK, DELIVER_TASK, DELIVERIES_PER_BATCH
 from webhooks.queue import TaskCall
@@ -93,6 +94,47 @@ def test_a_batch_that_ends_frees_its_slot_and_takes_the_next_parked_one_out(admi
     (next_call,) = admission.release("a", first.args[2][1])
     assert first_events([next_call]) == ["evt_200"]
     assert admission.waiting("a") == (2, 1)
+
+
+def lined(admission, clock, endpoint_id, seconds=10.0):
+    """``endpoint_id`` has deliveries over its in-flight cap waiting their places, the last ``seconds`` from now."""
+    admission.store.set(KEY_LINE.format(id=endpoint_id), clock.now + seconds)
+
+
+def to(endpoint_id, batches, prefix):
+    return [[endpoint_id, event_id, body, mac] for _, event_id, body, mac in deliveries(batches, prefix)]
+
+
+def test_a_parked_batch_whose_endpoint_has_a_line_goes_behind_its_tenants_others(admission, clock):
+    first, second = admission.admit({"a": to("crm", 2, "crm")})
+    admission.admit({"a": to("slow", 2, "slow") + to("crm", 1, "more")})
+    lined(admission, clock, "slow")
+    assert first_events(admission.release("a", first.args[2][1])) == ["more_0"]  # not "slow_0": it would only wait
+    assert first_events(admission.release("a", second.args[2][1])) == ["slow_0"]  # none other is parked
+    assert admission.waiting("a") == (2, 1)
+
+
+def test_a_line_that_has_passed_leaves_the_order_as_it_was(admission, clock):
+    first, _ = admission.admit({"a": to("crm", 2, "crm")})
+    admission.admit({"a": to("slow", 1, "slow") + to("crm", 1, "more")})
+    lined(admission, clock, "slow", seconds=-1)
+    assert first_events(admission.release("a", first.args[2][1])) == ["slow_0"]
+
+
+def test_a_batch_goes_in_its_turn_when_one_of_its_endpoints_has_no_line(admission, clock):
+    first, _ = admission.admit({"a": to("crm", 2, "crm")})
+    mixed = to("slow", 1, "slow")[:50] + to("crm", 1, "mixed")[:50]
+    admission.admit({"a": mixed + to("crm", 1, "more")})
+    lined(admission, clock, "slow")
+    assert first_events(admission.release("a", first.args[2][1])) == ["slow_0"]
+
+
+def test_batches_that_all_have_lines_still_go_oldest_first(admission, clock):
+    first, second = admission.admit({"a": to("crm", 2, "crm")})
+    admission.admit({"a": to("slow", 3, "slow")})
+    lined(admission, clock, "slow")
+    assert first_events(admission.release("a", first.args[2][1])) == ["slow_0"]
+    assert first_events(admission.release("a", second.args[2][1])) == ["slow_100"]
 
 
 def test_a_slot_released_twice_frees_only_once(admission):
