@@ -37,7 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spare", type=int, default=1, help="repetitions of the others (default 1)")
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of the counts, for development (default 1)")
     parser.add_argument(
-        "--quick", action="store_true", help="a tenth of the counts, once, I to 20 endpoints: checks the harness"
+        "--quick",
+        action="store_true",
+        help="a tenth of the counts, once, I to 20 endpoints, both brokers side by side: checks the harness",
     )
     parser.add_argument("--only", default=SCENARIOS, help="scenarios to run, e.g. AB (default all, A to L)")
     parser.add_argument(
@@ -70,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     results = Results()
     on_rabbitmq = plan.only & RABBITMQ_SCENARIOS
     try:
-        if args.broker in ("redis", "both"):
+        if args.broker == "both" and on_rabbitmq:
+            results = measure_beside_child(plan, args, "".join(sorted(on_rabbitmq)), progress)
+        elif args.broker in ("redis", "both"):
             results = measure(plan, progress)
         if args.broker == "rabbitmq" and on_rabbitmq:
             rabbitmq = measure(replace(plan, only=on_rabbitmq), progress, rabbitmq=True)
@@ -78,8 +82,6 @@ def main(argv: list[str] | None = None) -> int:
                 args.values.write_text(json.dumps(rabbitmq.dump()), encoding="utf-8")
                 return 0
             results.merge(rabbitmq, RABBITMQ)
-        elif args.broker == "both" and on_rabbitmq:
-            results.merge(measure_in_child(args, "".join(sorted(on_rabbitmq)), progress), RABBITMQ)
     except BenchError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1
@@ -106,18 +108,32 @@ def measure(plan: Plan, progress: Callable[[str], None], *, rabbitmq: bool = Fal
             return run(running, plan, progress)
 
 
-def measure_in_child(args: argparse.Namespace, only: str, progress: Callable[[str], None]) -> Results:
-    """The RabbitMQ run in a process of its own: the Celery app a process publishes with is built once, from
-    one broker URL."""
+def measure_beside_child(plan: Plan, args: argparse.Namespace, only: str, progress: Callable[[str], None]) -> Results:
+    """The Redis run, then the RabbitMQ run in a process of its own (the Celery app a process publishes with is
+    built once, from one broker URL), merged. A quick run checks the harness and its figures are not read: there
+    the two runs go side by side."""
     with tempfile.TemporaryDirectory(prefix="webhooks-bench-") as workdir:
         values = Path(workdir) / "values.json"
         argv = [sys.executable, "-m", "bench", "--broker", "rabbitmq", "--only", only, "--values", str(values)]
         argv += ["--quick"] if args.quick else ["--repeat", str(args.repeat), "--spare", str(args.spare)]
         argv += [] if args.quick else ["--scale", str(args.scale)]
-        progress("the RabbitMQ run, in a process of its own")
-        if subprocess.run(argv, check=False).returncode != 0:
-            raise BenchError("The run on RabbitMQ failed (its error is above).")
-        return Results.load(json.loads(values.read_text(encoding="utf-8")))
+
+        def start() -> subprocess.Popen[bytes]:
+            progress("the RabbitMQ run, in a process of its own")
+            return subprocess.Popen(argv)
+
+        child = start() if args.quick else None
+        try:
+            results = measure(plan, progress)
+            child = child or start()
+            if child.wait() != 0:
+                raise BenchError("The run on RabbitMQ failed (its error is above).")
+        finally:
+            if child is not None and child.poll() is None:
+                child.terminate()
+                child.wait()
+        results.merge(Results.load(json.loads(values.read_text(encoding="utf-8"))), RABBITMQ)
+        return results
 
 
 if __name__ == "__main__":

@@ -406,7 +406,13 @@ def paced(
         at = time.time()
         published[publish(event_id, body)] = at
     harness.wait_for_arrivals(count, timeout=RUN_TIMEOUT_SECONDS, what=f"{count} deliveries")
-    arrivals = {event_id: at for at, event_id, _ in harness.receiver_stats(arrivals=True)["arrivals"]}
+
+    def every_one() -> dict[str, float] | None:
+        # The count may include a delivery of the measurement before, arrived after the receiver's reset.
+        arrivals = {event_id: at for at, event_id, _ in harness.receiver_stats(arrivals=True)["arrivals"]}
+        return arrivals if published.keys() <= arrivals.keys() else None
+
+    arrivals = wait_until(every_one, timeout=RUN_TIMEOUT_SECONDS, what=f"each of the {count} events")
     wait_until(lambda: queues_empty(harness), timeout=60, what="every task to be acknowledged")
     return published, arrivals
 
