@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -51,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="folder for results.md and .json")
     parser.add_argument("--values", type=Path, help=argparse.SUPPRESS)  # a RabbitMQ run's values, for its parent
     args = parser.parse_args(argv)
+    # Stopped, a run stops what it started on its way out (its harness's context managers), as when it fails.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     unknown = set(args.only.upper()) - set(SCENARIOS)
     if unknown or min(args.repeat, args.spare) < 1 or not 0 < args.scale <= 1:
         parser.error(
