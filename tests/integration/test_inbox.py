@@ -5,12 +5,15 @@ its worker is replaced once its lease lapses; on RabbitMQ the inbox is in the st
 from __future__ import annotations
 
 import json
+import time
 from uuid import uuid4
 
 import pytest
 
 from tests.integration.conftest import nothing_waits, publish, rabbitmq_messages, service_env, write_registry
 from tests.waiting import wait_until
+from webhooks.celery_app import app
+from webhooks.queue import CeleryQueue, Inbox
 from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE, KEY_SENT, SENT_GRACE_SECONDS
 from webhooks.samples import sample_event_kwargs
 from webhooks.signing import HEADER, verify
@@ -145,3 +148,15 @@ def test_a_batch_whose_fanout_message_was_lost_is_fanned_out_once_its_grace_is_o
     )
     wait_until(lambda: nothing_waits(setup), timeout=30, what="no task or event left in the broker")
     assert sorted(json.loads(request.body)["id"] for request in received(receiver, "/inbox-a", ids)) == sorted(ids)
+
+
+def test_an_idle_look_at_the_inbox_is_one_script_of_two_reads(redis_server):
+    # Every idle worker looks every LOOK_EVERY_SECONDS: what a look costs is most of an idle host's commands (J).
+    client = redis_server.client()
+    client.delete(KEY_INBOX, KEY_SENT)
+    inbox = Inbox(client, CeleryQueue(app))
+    assert inbox.look(time.time()).events == 0  # loads the script
+    client.config_resetstat()
+    assert inbox.look(time.time()).events == 0
+    calls = {name.removeprefix("cmdstat_"): entry["calls"] for name, entry in client.info("commandstats").items()}
+    assert calls == {"config|resetstat": 1, "evalsha": 1, "zrange": 1, "llen": 1}, calls
