@@ -14,12 +14,11 @@ from kombu import Connection
 from kombu.exceptions import OperationalError
 from kombu.transport.native_delayed_delivery import (
     MAX_LEVEL,
-    bind_queue_to_native_delayed_delivery_exchange,
     calculate_routing_key,
-    declare_native_delayed_delivery_exchanges_and_queues,
     level_name,
 )
 
+from tests.servers import declare_task_queues
 from tests.waiting import wait_until
 from webhooks.celery_app import create_celery_app
 from webhooks.queue import CeleryQueue, Queue, RabbitMQQueue, TaskCall, queue_for
@@ -45,10 +44,7 @@ def rabbitmq_app(rabbitmq_server, redis_server):
     vhost = f"test-{uuid4().hex[:12]}"
     url = rabbitmq_server.add_vhost(vhost)
     app = create_celery_app(load_settings(broker_url=url, redis_url=redis_server.url))
-    with Connection(url) as connection:
-        app.amqp.default_queue(connection.default_channel).declare()
-        declare_native_delayed_delivery_exchanges_and_queues(connection, "quorum")
-        bind_queue_to_native_delayed_delivery_exchange(connection, app.amqp.default_queue)
+    declare_task_queues(app)
     yield app, url, vhost
     app.pool.force_close_all()
     rabbitmq_server.delete_vhost(vhost)
