@@ -25,7 +25,12 @@ from urllib.parse import quote
 import amqp
 import redis
 from celery import Celery
+from kombu import Connection
 from kombu.exceptions import OperationalError
+from kombu.transport.native_delayed_delivery import (
+    bind_queue_to_native_delayed_delivery_exchange,
+    declare_native_delayed_delivery_exchanges_and_queues,
+)
 
 from tests.waiting import wait_until
 
@@ -33,6 +38,7 @@ __all__ = [
     "RabbitMQServer",
     "RedisServer",
     "ServerUnavailableError",
+    "declare_task_queues",
     "free_port",
     "running_rabbitmq_server",
     "running_redis_server",
@@ -209,6 +215,15 @@ class RabbitMQServer:
             return False
         connection.close()
         return True
+
+
+def declare_task_queues(app: Celery) -> None:
+    """Declare ``app``'s task queue and Celery's delayed-delivery exchanges and queues on its RabbitMQ broker,
+    as a worker's start does, so that messages sent with no worker running have somewhere to go."""
+    with Connection(app.conf.broker_url) as connection:
+        app.amqp.default_queue(connection.default_channel).declare()
+        declare_native_delayed_delivery_exchanges_and_queues(connection, "quorum")
+        bind_queue_to_native_delayed_delivery_exchange(connection, app.amqp.default_queue)
 
 
 @contextmanager

@@ -2,8 +2,9 @@
 
 Chosen once from the app's broker URL (here, and nowhere else): the :class:`Queue` port (``send`` now,
 ``send_later``) is :class:`RedisQueue` on Redis (``redis.py``: hand-built messages in one round trip,
-those due later in the waiting set, ``waiting.py``) or :class:`CeleryQueue` on any other broker
-(``celery.py``: ``send_task``, native delayed delivery on RabbitMQ). Beside it: the :class:`Inbox` of
+those due later in the waiting set, ``waiting.py``), :class:`RabbitMQQueue` on RabbitMQ through py-amqp
+(``confirms.py``: Celery's ``send_task`` for each call, native delayed delivery, one wait for the confirms of
+a batch) or :class:`CeleryQueue` on any other broker (``celery.py``: ``send_task``). Beside it: the :class:`Inbox` of
 events published one at a time (``inbox.py``; in the broker on Redis, in the store's Redis elsewhere), the
 workers' housekeeping of both (``chores.py``) and the depths metrics read (``depths.py``).
 """
@@ -19,6 +20,7 @@ from celery import Celery
 from webhooks.queue.base import Queue, TaskCall
 from webhooks.queue.celery import CeleryQueue
 from webhooks.queue.chores import BrokerChores
+from webhooks.queue.confirms import RabbitMQQueue, is_py_amqp_url
 from webhooks.queue.depths import Depths, QueueDepths
 from webhooks.queue.inbox import Claimed, Inbox
 from webhooks.queue.redis import RedisQueue, broker_client, is_redis_url
@@ -33,6 +35,7 @@ __all__ = [
     "Inbox",
     "Queue",
     "QueueDepths",
+    "RabbitMQQueue",
     "RedisQueue",
     "TaskCall",
     "broker_redis",
@@ -90,7 +93,7 @@ def _wiring(app: Celery, url: str) -> _Wiring:
         inbox = Inbox(client, queue, pushed=queue.message)  # the inbox's script pushes its fan-out task
         depths = QueueDepths(client, str(app.conf.task_default_queue))
         return _Wiring(queue, inbox, BrokerChores(queue.waiting, inbox), depths)
-    celery_queue = CeleryQueue(app)
+    celery_queue = RabbitMQQueue(app) if is_py_amqp_url(url) else CeleryQueue(app)
     settings = get_settings()  # elsewhere the inbox is in the store's Redis, if it is a Redis server
     store_inbox = Inbox(store_client(settings), celery_queue) if is_redis_url(settings.store_url) else None
     return _Wiring(celery_queue, store_inbox, BrokerChores(None, store_inbox), None)

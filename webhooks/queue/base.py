@@ -3,6 +3,7 @@
 ``publish.py`` and ``pipeline/`` never build a task message, name a broker key or ask which broker runs:
 they hand :class:`TaskCall` s to a :class:`Queue` (``queue_for(app)``), to run now (``send``) or no sooner
 than a given time (``send_later``). :class:`~webhooks.queue.redis.RedisQueue` is the fast path on Redis;
+:class:`~webhooks.queue.confirms.RabbitMQQueue` waits once for a batch's confirms on RabbitMQ;
 :class:`~webhooks.queue.celery.CeleryQueue` is plain Celery for every other broker. What a call means (task
 names, argument shapes) is the pipeline's (``pipeline/calls.py``).
 """

@@ -1,4 +1,5 @@
-"""Any Celery broker (RabbitMQ, the demo's ``memory://``): Celery's own ``send_task``, nothing built by hand.
+"""Any Celery broker (the demo's ``memory://``): Celery's own ``send_task``, nothing built by hand; on
+RabbitMQ ``confirms.py`` sends each call through :meth:`CeleryQueue.send_task` too.
 
 A call due later is sent with its countdown: on RabbitMQ with quorum queues Celery's native delayed
 delivery holds it in the broker (``celery_app.py`` configures it), so no worker holds it in memory; on
@@ -12,8 +13,10 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from celery import Celery
+from kombu import Producer
 
 from webhooks.queue.base import Queue, TaskCall
 
@@ -39,13 +42,19 @@ class CeleryQueue(Queue):
             return
         with self.app.producer_or_acquire() as producer:
             for call, countdown in calls:
-                self.app.send_task(
-                    call.name,
-                    call.args,
-                    producer=producer,
-                    argsrepr=call.argsrepr,
-                    ignore_result=True,
-                    task_id=call.task_id,
-                    retries=call.retries,
-                    countdown=countdown,
-                )
+                self.send_task(producer, call, countdown)
+
+    def send_task(self, producer: Producer, call: TaskCall, countdown: int | None, **options: Any) -> None:
+        """Celery's ``send_task`` of one call on ``producer``: the message, its routing and its delayed delivery
+        are Celery's whatever publishes it (``options`` go to Celery as they are)."""
+        self.app.send_task(
+            call.name,
+            call.args,
+            producer=producer,
+            argsrepr=call.argsrepr,
+            ignore_result=True,
+            task_id=call.task_id,
+            retries=call.retries,
+            countdown=countdown,
+            **options,
+        )

@@ -16,8 +16,10 @@ through Celery's own ``send_task``/``apply_async``. What makes that path safe:
   between 0 and 1 makes ``send_task`` raise ValueError (kombu's ``calculate_routing_key``): ``queue/celery.py``
   sends whole seconds, rounded up.
 - ``confirm_publish``: a publish returns once RabbitMQ has taken the message, so a retry or a fan-out is
-  never acknowledged before its messages are safe. Not on the connection of the worker's task events, which
-  its event loop also reads: a thread waiting there for its confirm could freeze the worker (``consumer.py``).
+  never acknowledged before its messages are safe. The queue's task messages (``confirms.py``) go on a
+  confirming channel of their own that waits once for all of a batch's confirms rather than after each;
+  Celery's own publishes wait after each. Not on the connection of the worker's task events, which its event
+  loop also reads: a thread waiting there for its confirm could freeze the worker (``consumer.py``).
 
 Celery 5.7.0 and kombu 5.7.0 are pinned (pyproject.toml): their quorum-queue retries are known good
 (celery#9867, fixed by #10095, stripped the dead-letter headers that made RabbitMQ before 4.0.1 drop a

@@ -9,7 +9,16 @@ import pytest
 
 import webhooks.queue as queue_module
 from webhooks.celery_app import app
-from webhooks.queue import CeleryQueue, RedisQueue, TaskCall, chores_for, depths_for, inbox_for, queue_for
+from webhooks.queue import (
+    CeleryQueue,
+    RabbitMQQueue,
+    RedisQueue,
+    TaskCall,
+    chores_for,
+    depths_for,
+    inbox_for,
+    queue_for,
+)
 from webhooks.settings import Settings
 
 CALL = TaskCall("webhooks.deliver", ("crm", "evt_1", "{}"), "('crm', 'evt_1')")
@@ -47,7 +56,9 @@ def test_calls_now_go_on_one_producer_without_a_countdown(monkeypatch):
     [
         ("redis://127.0.0.1:1/0", RedisQueue),
         ("rediss://h:1/0", RedisQueue),
-        ("amqp://h//", CeleryQueue),
+        ("amqp://h//", RabbitMQQueue),
+        ("pyamqp://h//", RabbitMQQueue),
+        ("librabbitmq://h//", CeleryQueue),
         ("memory://", CeleryQueue),
     ],
 )
@@ -64,7 +75,7 @@ def test_on_another_broker_the_inbox_is_in_the_store_when_the_store_is_redis(mon
     monkeypatch.setattr(queue_module, "get_settings", lambda: Settings(broker_url="amqp://h//", redis_url=store))
     queue_module._wiring.cache_clear()
     try:
-        assert type(queue_for(app)) is CeleryQueue and (inbox_for(app) is not None) is inbox
+        assert type(queue_for(app)) is RabbitMQQueue and (inbox_for(app) is not None) is inbox
         assert chores_for(app).waiting is None
     finally:
         queue_module._wiring.cache_clear()
