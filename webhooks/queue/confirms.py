@@ -125,7 +125,9 @@ class RabbitMQQueue(CeleryQueue):
     def channel_on(self, connection: Connection) -> ConfirmingChannel:
         """Our confirming channel on ``connection`` (its py-amqp connection), opened on first use or anew
         after RabbitMQ closed it."""
-        raw = connection.connection  # connects if need be
+        raw = connection.connection  # connects if need be: None when it could not
+        if raw is None:  # a connection error, for kombu's ensure to try again and then report
+            raise ConnectionRefusedError(f"RabbitMQ at {connection.as_uri()} could not be reached.")
         with self._lock:
             confirming = self._channels.get(raw)
         if confirming is None or not confirming.channel.is_open:
