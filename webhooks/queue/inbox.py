@@ -45,6 +45,7 @@ import redis
 from kombu.exceptions import OperationalError
 
 from webhooks.queue.base import Queue, TaskCall, reachable
+from webhooks.queue.messages import by_list
 from webhooks.store import script
 
 __all__ = [
@@ -158,10 +159,7 @@ class Inbox:
         if self.pushed is None:
             self.queue.send(calls)
             return
-        lists: dict[str, list[bytes]] = {}
-        for call in calls:
-            key, message = self.pushed(call)
-            lists.setdefault(key, []).append(message)
+        lists = by_list(calls, self.pushed)
         args: list[str | bytes | int] = [len(events), *(json.dumps(list(event)) for event in events)]
         for messages in lists.values():
             args += [len(messages), *messages]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+from collections.abc import Callable, Iterable
 from functools import cache, lru_cache
 from json.encoder import encode_basestring_ascii as _json_string  # json.dumps of a str, 6x faster
 from typing import Any
@@ -20,7 +21,7 @@ from celery.utils.nodenames import anon_nodename
 
 from webhooks.queue.base import TaskCall
 
-__all__ = ["list_for", "task_message"]
+__all__ = ["by_list", "list_for", "task_message"]
 
 #: Celery's protocol-2 task message as kombu's Redis transport stores it, JSON text with the fields a call
 #: fills in named (each a JSON value already, but ``body``, base64 text, and ``retries``, a number).
@@ -107,3 +108,12 @@ def list_for(app: Celery, task_name: str) -> str:
     route = app.amqp.router.route({}, task_name)
     queue = route.get("queue")
     return str(getattr(queue, "name", None) or app.conf.task_default_queue)
+
+
+def by_list(calls: Iterable[TaskCall], message: Callable[[TaskCall], tuple[str, bytes]]) -> dict[str, list[bytes]]:
+    """Each call's message (``message(call)``: the list it goes to, its bytes), grouped by list in the calls' order."""
+    lists: dict[str, list[bytes]] = {}
+    for call in calls:
+        key, body = message(call)
+        lists.setdefault(key, []).append(body)
+    return lists

@@ -28,7 +28,7 @@ from redis.retry import Retry
 
 from webhooks.queue.base import Queue, TaskCall, reachable
 from webhooks.queue.celery import CeleryQueue
-from webhooks.queue.messages import list_for, task_message
+from webhooks.queue.messages import by_list, list_for, task_message
 from webhooks.queue.waiting import WaitingSet
 
 __all__ = ["CONNECT_TIMEOUT_SECONDS", "SOCKET_TIMEOUT_SECONDS", "RedisQueue", "broker_client", "is_redis_url"]
@@ -55,10 +55,7 @@ class RedisQueue(Queue):
         if self._celery_hooks_wanted():
             self.through_celery.send(calls)
             return
-        lists: dict[str, list[bytes]] = {}
-        for call in calls:
-            key, message = self.message(call)
-            lists.setdefault(key, []).append(message)
+        lists = by_list(calls, self.message)
         with reachable():
             if len(lists) == 1:  # the common case: one command
                 ((key, messages),) = lists.items()
