@@ -241,9 +241,12 @@ def write_registry(path: Path, endpoints: list[dict[str, Any]]) -> Path:
 
 
 class Worker:
-    """A `celery -A webhooks worker` subprocess logging to a file; the pool comes from the settings."""
+    """A `celery -A webhooks worker` subprocess logging to a file; the pool comes from the settings, the queues
+    (``-Q``, a lane) from ``queues`` (None: both lanes)."""
 
-    def __init__(self, env: Mapping[str, str], log_path: Path, name: str, pool: str, concurrency: int) -> None:
+    def __init__(
+        self, env: Mapping[str, str], log_path: Path, name: str, pool: str, concurrency: int, queues: str | None = None
+    ) -> None:
         self.log_path = log_path
         self.broker_url = env["WEBHOOKS_BROKER_URL"]
         self.log = log_path.open("wb")
@@ -259,6 +262,7 @@ class Worker:
                 f"{name}@%h",
                 "--without-gossip",
                 "--without-mingle",
+                *(["-Q", queues] if queues else []),
             ],
             env={**env, "WEBHOOKS_WORKER_POOL": pool, "WEBHOOKS_WORKER_CONCURRENCY": str(concurrency)},
             stdout=self.log,
@@ -285,8 +289,14 @@ class Worker:
 def start_worker(tmp_path: Path) -> Iterator[Any]:
     workers: list[Worker] = []
 
-    def start(env: Mapping[str, str], name: str = "worker", pool: str = "threads", concurrency: int = 8) -> Worker:
-        worker = Worker(env, tmp_path / f"{name}.log", name, pool, concurrency)
+    def start(
+        env: Mapping[str, str],
+        name: str = "worker",
+        pool: str = "threads",
+        concurrency: int = 8,
+        queues: str | None = None,
+    ) -> Worker:
+        worker = Worker(env, tmp_path / f"{name}.log", name, pool, concurrency, queues)
         workers.append(worker)
         return worker
 
