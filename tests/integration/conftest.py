@@ -34,6 +34,7 @@ from tests.servers import (
     stop_worker,
 )
 from tests.waiting import wait_until
+from webhooks.pipeline.calls import BULK_QUEUE
 from webhooks.queue.inbox import KEY_INBOX, KEY_SENT
 from webhooks.queue.rabbitmq import is_amqp_url
 from webhooks.queue.waiting import KEY_WAITING
@@ -212,6 +213,7 @@ def nothing_waits(env: Mapping[str, str]) -> bool:
     try:
         return (
             client.llen("celery") == 0
+            and client.llen(BULK_QUEUE) == 0
             and client.hlen("unacked") == 0
             and client.zcard(KEY_WAITING) == 0
             and client.llen(KEY_INBOX) == 0
@@ -222,12 +224,12 @@ def nothing_waits(env: Mapping[str, str]) -> bool:
 
 
 def rabbitmq_messages(url: str) -> int:
-    """Messages ready in the task queue and in Celery's delayed-delivery queues (retries waiting for their
-    countdown), by passive declares; a queue not declared yet holds none."""
+    """Messages ready in the task queues (both lanes) and in Celery's delayed-delivery queues (retries waiting for
+    their countdown), by passive declares; a queue not declared yet holds none."""
     total = 0
     with kombu.Connection(url) as connection:
         channel = connection.channel()
-        for queue in ["celery", *(f"celery_delayed_{level}" for level in range(MAX_LEVEL + 1))]:
+        for queue in ["celery", BULK_QUEUE, *(f"celery_delayed_{level}" for level in range(MAX_LEVEL + 1))]:
             try:
                 total += channel.queue_declare(queue, passive=True).message_count
             except amqp.exceptions.NotFound:
