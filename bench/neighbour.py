@@ -7,6 +7,10 @@ events is timed from its publish to its receipt; the target compares B's p50 and
 its own alone, in the same run (issue 27: at most 2x and 3x). A's deliveries that had not arrived when B's
 last event did are kept too, to show that A's backlog was still there while B was timed; and, once per run,
 B's figures with every batch of A's queued at once (the admission turned off), to show what it is for.
+
+Our workers run in two lanes, as README's Lanes deploys them for many tenants (``bench.senders.LANES``: one
+worker on the events lane, two on the bulk lane at a lower CPU priority); once per run B is also timed beside A
+with two workers each on both lanes (README's one command per core), to show what the lanes are for.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ def neighbour_phase(harness: Harness, plan: Plan, results: Results) -> None:
     b_url = harness.endpoint_url("tenant-b")
     register_tenants(harness, {"a": a_urls, "b": [b_url]})
     a_events = max(1, plan.n(A_DELIVERIES) // A_ENDPOINTS)
-    with ours_workers(harness):
+    with ours_workers(harness, lanes=True):
         timed_b(harness, lambda: None, 0)  # workers warm: connections open, every thread started
         for _ in range(plan.repeat):
             alone = timed_b(harness, lambda: None, 0)
@@ -55,10 +59,15 @@ def neighbour_phase(harness: Harness, plan: Plan, results: Results) -> None:
             add_percentiles(results, "L", "ours", loaded.latencies)
             results.add("L A waiting", "ours", loaded.a_waiting)
             results.add("L A rate", "ours", loaded.a_rate)
-    with ours_workers(harness, TENANT_QUEUED_BATCHES=str(UNADMITTED)):  # what the admission is for
+    with ours_workers(harness, lanes=True, TENANT_QUEUED_BATCHES=str(UNADMITTED)):  # what the admission is for
         for _ in range(plan.spare):
             loaded = timed_b(harness, lambda: publish_a(a_events), a_events * A_ENDPOINTS)
             add_percentiles(results, "L unadmitted", "ours", loaded.latencies)
+    with ours_workers(harness):  # what the lanes are for
+        timed_b(harness, lambda: None, 0)
+        for _ in range(plan.spare):
+            loaded = timed_b(harness, lambda: publish_a(a_events), a_events * A_ENDPOINTS)
+            add_percentiles(results, "L one lane", "ours", loaded.latencies)
 
 
 class Timed:
@@ -137,11 +146,18 @@ def neighbour_rows(results: Results, row: Any, on_rabbitmq: Any) -> None:
         else ""
     )
     for quantile in ("p50", "p99"):
-        what = f"tenant B's publish-to-receipt {quantile}, tenant A's backlog queued (100,000 in a full run)"
+        what = (
+            f"tenant B's publish-to-receipt {quantile}, tenant A's backlog queued (100,000 in a full run), "
+            "workers in two lanes"
+        )
         row(
             "L", what, f"L {quantile}", "ms", False, PUBLISHED_ONE, ALONE, label, note=note if quantile == "p50" else ""
         )
         on_rabbitmq("L", what, f"L {quantile}", "ms", False, PUBLISHED_ONE, baseline=ALONE, label=label)
+    for quantile in ("p50", "p99"):
+        what = f"{quantile}, the same with two workers each on both lanes (no `-Q`)"
+        row("L", what, f"L one lane {quantile}", "ms", False, PUBLISHED_ONE)
+        on_rabbitmq("L", what, f"L one lane {quantile}", "ms", False, PUBLISHED_ONE)
     for quantile in ("p50", "p99"):
         setting = f"`WEBHOOKS_TENANT_QUEUED_BATCHES={UNADMITTED}`"
         what = f"{quantile}, the same with every batch of A's queued at once ({setting})"

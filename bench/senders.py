@@ -33,6 +33,7 @@ from bench.harness import BIN, SECRET, BenchError, Harness, Process, wait_until
 from bench.peer import ENDPOINTS_KEY
 from tests.servers import wake_workers
 from webhooks.log import FannedOut, open_delivery_log
+from webhooks.pipeline.calls import BULK_QUEUE
 from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE
 from webhooks.queue.waiting import KEY_WAITING
 from webhooks.registry.base import Endpoint
@@ -123,22 +124,34 @@ def start_worker(harness: Harness, name: str, argv: list[str], env: dict[str, st
 
 #: Worker processes of ours (and of the tuned peer) on the benchmark's host: one per core, as README deploys it.
 OURS_PROCESSES = 2
+#: The bulk lane's workers' niceness, as the Procfile starts them.
+BULK_NICE = 10
+
+
+#: Our workers as README's Lanes deploys them: ``(name, command prefix, queues)``: one on the events lane, and
+#: the bulk lane's, one per core, at a lower CPU priority (the Procfile's ``worker`` and ``bulk``).
+LANES = [("events", [], "celery")] + [
+    (f"bulk{n}", ["nice", "-n", str(BULK_NICE)], BULK_QUEUE) for n in range(OURS_PROCESSES)
+]
 
 
 @contextmanager
 def ours_workers(
-    harness: Harness, processes: int = OURS_PROCESSES, app: str = "webhooks", **settings: str
+    harness: Harness, processes: int = OURS_PROCESSES, app: str = "webhooks", *, lanes: bool = False, **settings: str
 ) -> Iterator[list[Process]]:
-    """``processes`` of our worker (threads x 64 each, the default), stopped on exit; ``app``: where Celery
-    finds it (``bench.probe``: the same worker, saying when each task starts)."""
+    """``processes`` of our worker (threads x 64 each, the default), each on both lanes, or with ``lanes`` those of
+    LANES instead; stopped on exit. ``app``: where Celery finds it (``bench.probe``: the same worker, saying when
+    each task starts)."""
+    specs = LANES if lanes else [(str(n), [], "") for n in range(processes)]
     workers = [
         start_worker(
             harness,
-            f"ours-{n}",
-            [str(BIN / "celery"), "-A", app, "worker", "--loglevel", "INFO", "--hostname", f"ours{n}@%h"],
+            f"ours-{name}",
+            [*prefix, str(BIN / "celery"), "-A", app, "worker", "--loglevel", "INFO", "--hostname", f"ours{name}@%h"]
+            + (["-Q", queues] if queues else []),
             ours_settings(harness, **settings),
         )
-        for n in range(processes)
+        for name, prefix, queues in specs
     ]
     try:
         yield workers
@@ -335,18 +348,22 @@ def printed(client: Process, name: str) -> str:
 
 
 def ready_on_rabbitmq(url: str) -> int:
-    """Messages ready on the queue of the RabbitMQ virtual host at ``url`` (0 if it has no such queue yet)."""
+    """Messages ready on the queues (both lanes) of the RabbitMQ virtual host at ``url`` (a queue not declared
+    yet has none)."""
+    ready = 0
     with Connection(url) as connection:
-        try:
-            return int(connection.default_channel.queue_declare(QUEUE, passive=True).message_count)
-        except ChannelError:
-            return 0
+        for queue in (QUEUE, BULK_QUEUE):
+            try:  # a passive declare of a missing queue closes the channel: a new one for each
+                ready += int(connection.channel().queue_declare(queue, passive=True).message_count)
+            except ChannelError:
+                pass
+    return ready
 
 
 def broker_idle(harness: Harness) -> bool:
     """No task of ours queued or unacknowledged on Redis: none running that could still queue another."""
     client = harness.redis(OURS_DB)
-    return not (client.llen(QUEUE) or client.hlen("unacked"))
+    return not (client.llen(QUEUE) or client.llen(BULK_QUEUE) or client.hlen("unacked"))
 
 
 def queues_empty(harness: Harness) -> bool:
@@ -358,7 +375,8 @@ def queues_empty(harness: Harness) -> bool:
     client, store = harness.redis(OURS_DB), harness.redis(STORE_DB)
     peers = [harness.redis(db) for db in PEER_DBS.values()]
     return not any(
-        [client.llen(QUEUE), client.hlen("unacked"), client.zcard(KEY_WAITING), client.llen(KEY_INBOX)]
+        [client.llen(QUEUE), client.llen(BULK_QUEUE), client.hlen("unacked"), client.zcard(KEY_WAITING)]
+        + [client.llen(KEY_INBOX)]
         + [client.exists(KEY_LEASE), store.llen(KEY_INBOX), store.exists(KEY_LEASE)]
         + [check for peer in peers for check in (peer.llen(QUEUE), peer.hlen("unacked"))]
     )
@@ -367,4 +385,4 @@ def queues_empty(harness: Harness) -> bool:
 def drop_queues(harness: Harness) -> None:
     """Throw away what a publish-only measurement queued (no worker runs then)."""
     for db in (OURS_DB, STORE_DB, *PEER_DBS.values()):
-        harness.redis(db).delete(QUEUE, KEY_INBOX, KEY_LEASE)
+        harness.redis(db).delete(QUEUE, BULK_QUEUE, KEY_INBOX, KEY_LEASE)

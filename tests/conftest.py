@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import fakeredis
 import pytest
 
-from webhooks.pipeline.calls import FANOUT_INBOX_TASK, FANOUT_MANY_TASK, Published, published
+from webhooks.pipeline.calls import BULK_QUEUE, FANOUT_INBOX_TASK, FANOUT_MANY_TASK, Published, published
 from webhooks.queue import Inbox, RedisQueue, TaskCall
 from webhooks.queue.inbox import KEY_INBOX
 from webhooks.queue.waiting import KEY_WAITING
@@ -32,17 +32,24 @@ class Sent(TaskCall):
 
 
 class Enqueued:
-    """The tasks in a fakeredis broker, read back as :class:`Sent`: those on the queue first, in the order workers
-    take them, then those waiting for their time, soonest first. The inbox's own fan-out tasks are left out."""
+    """The tasks in a fakeredis broker, read back as :class:`Sent`: those on the queues first (the events lane, then
+    the bulk lane), in the order workers take them, then those waiting for their time, soonest first. The inbox's
+    own fan-out tasks are left out."""
 
     def __init__(self, client: fakeredis.FakeRedis) -> None:
         self.client = client
 
     def calls(self) -> list[Sent]:
-        now = [_call(raw, None) for raw in reversed(self.client.lrange("celery", 0, -1)) if raw.startswith(b"{")]
+        now = [
+            _call(raw, lane, None)
+            for lane in ("celery", BULK_QUEUE)
+            for raw in reversed(self.client.lrange(lane, 0, -1))
+            if raw.startswith(b"{")
+        ]
         later = [
-            _call(member.split(b"\n", 1)[1], due)
+            _call(raw, lane.decode(), due)
             for member, due in self.client.zrange(KEY_WAITING, 0, -1, withscores=True)
+            for lane, raw in [member.split(b"\n", 1)]
         ]
         return [call for call in now + later if call.name != FANOUT_INBOX_TASK]
 
@@ -69,11 +76,13 @@ class Enqueued:
         return repr(self.calls())
 
 
-def _call(raw: bytes, due: float | None) -> Sent:
+def _call(raw: bytes, lane: str, due: float | None) -> Sent:
+    """The call a message on ``lane`` carries (its queue None on the default one, as calls leave it)."""
     message = json.loads(raw)
     headers = message["headers"]
     args, _, _ = json.loads(base64.b64decode(message["body"]))
-    return Sent(headers["task"], tuple(args), headers["argsrepr"], headers["id"], headers["retries"], due)
+    queue = None if lane == "celery" else lane
+    return Sent(headers["task"], tuple(args), headers["argsrepr"], headers["id"], headers["retries"], queue, due)
 
 
 @pytest.fixture

@@ -11,6 +11,11 @@ unacknowledged longer than that runs within a second of the oldest one's timeout
 so a killed worker's deliveries are sent by the others within a minute. On RabbitMQ, a lost connection
 returns them at once; queues are quorum queues and countdowns use Celery's native delayed delivery.
 
+Tasks go to two queues, the lanes: single events and single deliveries to Celery's default queue, batches to
+``webhooks.bulk`` (each call says which: ``pipeline/calls.py``). A worker started without ``-Q`` consumes
+both; workers started with ``-Q celery`` and ``-Q webhooks.bulk`` keep a backlog's batches out of the
+processes that send single events (README: Lanes).
+
 The pool is threads, 64 per process, by default: a delivery mostly waits on its receiver, and a
 thread waits for a fraction of a process's memory (README: Performance).
 
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 from celery import Celery
 
+from webhooks.pipeline.calls import BULK_QUEUE
 from webhooks.queue import broker_transport
 from webhooks.queue.rabbitmq import celery_options
 from webhooks.settings import Settings, get_settings
@@ -74,6 +80,8 @@ def create_celery_app(settings: Settings) -> Celery:
         worker_consumer="webhooks.queue.consumer:Consumer",  # back within a second of the broker's return
     )
     app.conf.update(celery_options(settings.broker_url))  # RabbitMQ: quorum queues, native delayed delivery
+    # declared as Celery declares a queue it routes to, and consumed by a worker started without -Q
+    app.amqp.queues.select_add(app.amqp.queues.new_missing(BULK_QUEUE))
     return app
 
 

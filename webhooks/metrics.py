@@ -141,7 +141,7 @@ class BrokerCollector(Collector):
         except OperationalError as exc:
             logger.warning("The broker's queue depths cannot be read for metrics: %s", exc)
             return
-        yield GaugeMetricFamily("webhooks_queue_length", "Task messages waiting in the queue.", now.queue)
+        yield GaugeMetricFamily("webhooks_queue_length", "Task messages waiting in the queues (both lanes).", now.queue)
         yield GaugeMetricFamily(
             "webhooks_retries_waiting", "Retries waiting in the broker for their time to come.", now.retries_waiting
         )

@@ -34,6 +34,7 @@ from tests.servers import (
     stop_worker,
 )
 from tests.waiting import wait_until
+from webhooks.pipeline.calls import BULK_QUEUE
 from webhooks.queue.inbox import KEY_INBOX, KEY_SENT
 from webhooks.queue.rabbitmq import is_amqp_url
 from webhooks.queue.waiting import KEY_WAITING
@@ -212,6 +213,7 @@ def nothing_waits(env: Mapping[str, str]) -> bool:
     try:
         return (
             client.llen("celery") == 0
+            and client.llen(BULK_QUEUE) == 0
             and client.hlen("unacked") == 0
             and client.zcard(KEY_WAITING) == 0
             and client.llen(KEY_INBOX) == 0
@@ -222,12 +224,12 @@ def nothing_waits(env: Mapping[str, str]) -> bool:
 
 
 def rabbitmq_messages(url: str) -> int:
-    """Messages ready in the task queue and in Celery's delayed-delivery queues (retries waiting for their
-    countdown), by passive declares; a queue not declared yet holds none."""
+    """Messages ready in the task queues (both lanes) and in Celery's delayed-delivery queues (retries waiting for
+    their countdown), by passive declares; a queue not declared yet holds none."""
     total = 0
     with kombu.Connection(url) as connection:
         channel = connection.channel()
-        for queue in ["celery", *(f"celery_delayed_{level}" for level in range(MAX_LEVEL + 1))]:
+        for queue in ["celery", BULK_QUEUE, *(f"celery_delayed_{level}" for level in range(MAX_LEVEL + 1))]:
             try:
                 total += channel.queue_declare(queue, passive=True).message_count
             except amqp.exceptions.NotFound:
@@ -241,9 +243,12 @@ def write_registry(path: Path, endpoints: list[dict[str, Any]]) -> Path:
 
 
 class Worker:
-    """A `celery -A webhooks worker` subprocess logging to a file; the pool comes from the settings."""
+    """A `celery -A webhooks worker` subprocess logging to a file; the pool comes from the settings, the queues
+    (``-Q``, a lane) from ``queues`` (None: both lanes)."""
 
-    def __init__(self, env: Mapping[str, str], log_path: Path, name: str, pool: str, concurrency: int) -> None:
+    def __init__(
+        self, env: Mapping[str, str], log_path: Path, name: str, pool: str, concurrency: int, queues: str | None = None
+    ) -> None:
         self.log_path = log_path
         self.broker_url = env["WEBHOOKS_BROKER_URL"]
         self.log = log_path.open("wb")
@@ -259,6 +264,7 @@ class Worker:
                 f"{name}@%h",
                 "--without-gossip",
                 "--without-mingle",
+                *(["-Q", queues] if queues else []),
             ],
             env={**env, "WEBHOOKS_WORKER_POOL": pool, "WEBHOOKS_WORKER_CONCURRENCY": str(concurrency)},
             stdout=self.log,
@@ -285,8 +291,14 @@ class Worker:
 def start_worker(tmp_path: Path) -> Iterator[Any]:
     workers: list[Worker] = []
 
-    def start(env: Mapping[str, str], name: str = "worker", pool: str = "threads", concurrency: int = 8) -> Worker:
-        worker = Worker(env, tmp_path / f"{name}.log", name, pool, concurrency)
+    def start(
+        env: Mapping[str, str],
+        name: str = "worker",
+        pool: str = "threads",
+        concurrency: int = 8,
+        queues: str | None = None,
+    ) -> Worker:
+        worker = Worker(env, tmp_path / f"{name}.log", name, pool, concurrency, queues)
         workers.append(worker)
         return worker
 

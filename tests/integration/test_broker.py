@@ -11,6 +11,7 @@ import pytest
 from kombu import Connection
 
 from webhooks.celery_app import create_celery_app
+from webhooks.pipeline.calls import BULK_QUEUE
 from webhooks.queue import RedisQueue, TaskCall
 from webhooks.queue.transport import Transport
 from webhooks.queue.waiting import KEY_WAITING, WaitingSet
@@ -58,19 +59,26 @@ def redis_app(redis_server):
         TaskCall("webhooks.deliver_many", ("ep_1", [["evt_1", "{}"], ["evt_2", "{}"]]), "('ep_1', [...])", retries=2),
         TaskCall("webhooks.fanout_many", ([["user_created", "evt_1", "{}"]],), "[('user_created', 'evt_1')]"),
         TaskCall("webhooks.fanout_inbox", (), "()"),
+        TaskCall("webhooks.deliver_many", ([["ep_1", "evt_1", "{}", "mac"]],), "[('ep_1', 'evt_1')]", queue=BULK_QUEUE),
     ],
-    ids=["deliver", "deliver_retry", "deliver_many_retry", "fanout_many", "fanout_inbox"],
+    ids=["deliver", "deliver_retry", "deliver_many_retry", "fanout_many", "fanout_inbox", "bulk_lane"],
 )
 def test_a_hand_built_message_is_the_document_celery_and_kombu_push(redis_app, call):
     app, client = redis_app
-    task_id = call.task_id or "the-task-id"
+    task_id, lane = call.task_id or "the-task-id", call.queue or "celery"
     app.send_task(
-        call.name, call.args, task_id=task_id, retries=call.retries, argsrepr=call.argsrepr, ignore_result=True
+        call.name,
+        call.args,
+        task_id=task_id,
+        retries=call.retries,
+        argsrepr=call.argsrepr,
+        ignore_result=True,
+        **({"queue": call.queue} if call.queue else {}),
     )
-    (celerys,) = client.lrange("celery", 0, -1)
-    client.delete("celery")
+    (celerys,) = client.lrange(lane, 0, -1)
+    client.delete(lane)
     RedisQueue(app, client).send([replace(call, task_id=task_id)])
-    (ours,) = client.lrange("celery", 0, -1)
+    (ours,) = client.lrange(lane, 0, -1)
     theirs_doc, ours_doc = json.loads(celerys), json.loads(ours)
     assert ours_doc["properties"].pop("delivery_tag") != theirs_doc["properties"].pop("delivery_tag")
     assert ours_doc["headers"].pop("origin") == theirs_doc["headers"].pop("origin")  # this host's node name

@@ -14,6 +14,7 @@ import redis
 from tests.integration.conftest import nothing_waits, publish, service_env
 from tests.waiting import wait_until
 from webhooks.pipeline.admission import Admission
+from webhooks.pipeline.calls import BULK_QUEUE
 from webhooks.registry.redis import RedisRegistry
 from webhooks.samples import sample_event_kwargs
 
@@ -71,4 +72,43 @@ def test_one_tenants_backlog_does_not_hold_another_tenants_event_behind_it(
     assert all(len(receiver.requests(path)) == A_EVENTS for path in a_paths)
     assert Admission(store, limit=2, lost_after_seconds=60).waiting("a") == (0, 0)
     assert store.zcard(Admission.KEY_TENANTS) == 0
+    store.flushdb()
+
+
+#: Tenant A's endpoints and events in the lanes test: more deliveries than a fan-out sends itself.
+LANES_A_ENDPOINTS = 20
+LANES_A_EVENTS = 5
+
+
+def test_workers_in_two_lanes_keep_a_backlogs_batches_out_of_the_single_events_worker(
+    broker, redis_server, receiver, tmp_path, start_worker
+):
+    """README's Lanes: a worker on Celery's default queue (``-Q celery``) sends single events only, one on the
+    bulk lane (``-Q webhooks.bulk``) a ``publish_events()`` batch's fan-out and delivery batches only."""
+    store_url = f"redis://127.0.0.1:{redis_server.port}/{FAIR_DB}"
+    store = redis.Redis.from_url(store_url, decode_responses=True)
+    store.flushdb()
+    registry = RedisRegistry(redis.Redis.from_url(store_url, decode_responses=True))
+    a_ids = [
+        registry.add(receiver.url(f"/lanes-{tmp_path.name}/a{n}"), ["user_created"], tenant="a").id
+        for n in range(LANES_A_ENDPOINTS)
+    ]
+    b_id = registry.add(receiver.url(f"/lanes-{tmp_path.name}/b"), ["user_created"], tenant="b").id
+    env = service_env(redis_server, "redis", broker_url=broker.get("broker_url", store_url), redis_url=store_url)
+    events_worker = start_worker(env, name="events", queues="celery")
+    bulk_worker = start_worker(env, name="bulk", queues=BULK_QUEUE)
+    event = sample_event_kwargs("user_created")
+
+    a_events = publish(env, [("user_created", {**event, "tenant": "a"})] * LANES_A_EVENTS, batch=True)
+    (b_event,) = publish(env, [("user_created", {**event, "tenant": "b"})])
+    a_attempts = [f"endpoint={a} event={e} attempt=1 status=200" for a in a_ids for e in a_events]
+    b_attempt = f"endpoint={b_id} event={b_event} attempt=1 status=200"
+    wait_until(
+        lambda: b_attempt in events_worker.output() and all(line in bulk_worker.output() for line in a_attempts),
+        timeout=120,
+        what="every delivery, each from its lane's worker",
+    )
+    assert not any(f"endpoint={a} " in events_worker.output() for a in a_ids)
+    assert f"endpoint={b_id} " not in bulk_worker.output()
+    wait_until(lambda: nothing_waits(env), timeout=30, what="nothing left in the broker")
     store.flushdb()

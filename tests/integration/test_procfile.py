@@ -1,4 +1,5 @@
-"""`honcho start` from the Procfile against our own redis-server: worker delivers, Flower answers, all stop."""
+"""`honcho start` from the Procfile against our own redis-server: the lanes' workers deliver, Flower answers, all
+stop."""
 
 from __future__ import annotations
 
@@ -99,9 +100,9 @@ def page_answers(url: str) -> bool:
 
 
 @pytest.mark.timeout(240)
-def test_honcho_start_runs_worker_flower_and_web_then_stops_them(honcho, receiver, tmp_path):
+def test_honcho_start_runs_both_lanes_workers_flower_and_web_then_stops_them(honcho, receiver, tmp_path):
     flower, web, output, env, process = honcho
-    wait_until(lambda: "ready." in output() or process.poll() is not None, timeout=90, what="the worker")
+    wait_until(lambda: output().count("ready.") >= 2 or process.poll() is not None, timeout=90, what="the workers")
     wait_until(lambda: page_answers(f"{flower}/healthcheck") or process.poll() is not None, timeout=60, what="Flower")
     wait_until(lambda: page_answers(f"{web}/login") or process.poll() is not None, timeout=60, what="the web page")
     assert process.poll() is None, output()
@@ -129,7 +130,7 @@ def test_honcho_start_runs_worker_flower_and_web_then_stops_them(honcho, receive
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=60) is not None
     pids = [int(pid) for pid in re.findall(r"sending SIGTERM to \w+\.1 \(pid (\d+)\)", output())]
-    assert len(pids) == 3, output()
+    assert len(pids) == 4, output()  # worker, flower, web and bulk
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)

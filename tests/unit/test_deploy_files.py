@@ -63,6 +63,9 @@ def check_command(argv: list[str]) -> None:
         module, _, factory = parsed.args[0].partition(":")
         assert module.split(".")[0] == "webhooks", f"{argv} does not run an entry point of this package"
         assert callable(getattr(import_module(module), factory.removesuffix("()"), None)), f"{argv}: no {factory}"
+    elif program == "nice":  # a lower CPU priority (the bulk lane's workers)
+        assert args[0] == "-n" and args[1].isdigit(), f"{argv}: nice -n N, then the command"
+        check_command(args[2:])
     elif program in ("python", "python3") and args[0] == "-m":
         assert find_spec(args[1]) is not None, f"{argv}: no module {args[1]!r}"
     elif program in ("python", "python3") and args[0] == "-c":
@@ -167,8 +170,19 @@ def test_each_compose_service_installs_the_extras_its_command_needs():
     extras = {
         name: build.get("args", {}).get("EXTRAS") if isinstance(build, dict) else None for name, build in builds.items()
     }
-    assert extras == {"redis": None, "worker": None, "flower": "flower", "web": "web"}
+    assert extras == {"redis": None, "worker": None, "bulk": None, "flower": "flower", "web": "web"}
     assert services["worker"]["environment"]["WEBHOOKS_METRICS_PORT"] == 9100
+    assert services["bulk"]["environment"]["WEBHOOKS_METRICS_PORT"] == 9100
+
+
+def test_the_lanes_each_have_their_workers_in_the_procfile_and_in_compose():
+    """README's Lanes: single events on Celery's default queue, batches on the bulk lane at a lower priority."""
+    lanes = {name: shell_argv(command) for name, command in procfile().items() if name in ("worker", "bulk")}
+    lanes |= {f"compose {name}": compose()["services"][name]["command"] for name in ("worker", "bulk")}
+    for name, argv in lanes.items():
+        queues = argv[argv.index("-Q") + 1]
+        assert queues == ("webhooks.bulk" if name.endswith("bulk") else "celery"), (name, argv)
+        assert (argv[0] == "nice") == name.endswith("bulk"), (name, argv)
 
 
 def test_the_checker_catches_mistakes():

@@ -14,6 +14,7 @@ from uuid import uuid4
 from webhooks.queue import TaskCall
 
 __all__ = [
+    "BULK_QUEUE",
     "DELIVER_MANY_TASK",
     "DELIVER_TASK",
     "EVENTS_PER_FANOUT",
@@ -47,6 +48,10 @@ DELIVER_MANY_TASK = "webhooks.deliver_many"
 #: Most deliveries in one ``webhooks.deliver_many``: they go out at once on the worker's event loop, so a
 #: batch costs one task, one registry read and two store round trips however many endpoints it reaches.
 DELIVERIES_PER_BATCH = 100
+#: The bulk lane: the queue of the tasks that carry many events or deliveries (a ``publish_events()`` batch's
+#: fan-outs, delivery batches). A single event, its fan-out and single deliveries go to Celery's default queue,
+#: the events lane, so that workers consuming only that lane never run a backlog's batches (README: Lanes).
+BULK_QUEUE = "webhooks.bulk"
 #: Deliveries of a batch that Flower and the logs name; the rest are counted.
 SHOWN_DELIVERIES = 10
 
@@ -107,7 +112,7 @@ def deliveries_calls(deliveries: Sequence[Sequence[str]], retries: int = 0) -> l
     calls = []
     for start in range(0, len(deliveries), DELIVERIES_PER_BATCH):
         args = ([list(delivery) for delivery in deliveries[start : start + DELIVERIES_PER_BATCH]],)
-        calls.append(TaskCall(DELIVER_MANY_TASK, args, batch_repr(args), retries=retries))
+        calls.append(TaskCall(DELIVER_MANY_TASK, args, batch_repr(args), retries=retries, queue=BULK_QUEUE))
     return calls
 
 
@@ -115,7 +120,7 @@ def admitted_call(deliveries: Sequence[Sequence[str]], tenant: str, slot: str) -
     """A ``deliver_many`` of ``tenant`` that holds ``slot`` (``pipeline/admission.py``): the third argument,
     ``[tenant, slot]``, is freed when it ends."""
     args = ([list(delivery) for delivery in deliveries], None, [tenant, slot])
-    return TaskCall(DELIVER_MANY_TASK, args, batch_repr(args))
+    return TaskCall(DELIVER_MANY_TASK, args, batch_repr(args), queue=BULK_QUEUE)
 
 
 def deliveries_in(calls: Sequence[TaskCall]) -> int:
@@ -124,11 +129,12 @@ def deliveries_in(calls: Sequence[TaskCall]) -> int:
 
 
 def fanout_calls(events: Sequence[Published]) -> list[TaskCall]:
-    """One ``webhooks.fanout_many`` per EVENTS_PER_FANOUT events."""
+    """One ``webhooks.fanout_many`` per EVENTS_PER_FANOUT events; a single event's in the events lane."""
     calls = []
+    lane = BULK_QUEUE if len(events) > 1 else None
     for start in range(0, len(events), EVENTS_PER_FANOUT):
         batch = [list(event) for event in events[start : start + EVENTS_PER_FANOUT]]
-        calls.append(TaskCall(FANOUT_MANY_TASK, (batch,), events_repr(batch)))
+        calls.append(TaskCall(FANOUT_MANY_TASK, (batch,), events_repr(batch), queue=lane))
     return calls
 
 

@@ -91,7 +91,7 @@ def _wiring(app: Celery, url: str) -> _Wiring:
         client = broker_client(url)
         queue = RedisQueue(app, client)
         inbox = Inbox(client, queue, pushed=queue.message)  # the inbox's script pushes its fan-out task
-        depths = QueueDepths(client, str(app.conf.task_default_queue))
+        depths = QueueDepths(client, list(app.amqp.queues))  # every lane
         return _Wiring(queue, inbox, BrokerChores(queue.waiting, inbox), depths)
     celery_queue = RabbitMQQueue(app) if is_py_amqp_url(url) else CeleryQueue(app)
     settings = get_settings()  # elsewhere the inbox is in the store's Redis, if it is a Redis server

@@ -32,6 +32,8 @@ class TaskCall:
     #: A retry keeps its task's id and counts its retries; a new task gets a new id.
     task_id: str | None = None
     retries: int = 0
+    #: The queue it goes to (a lane); None: Celery's default queue, or where ``task_routes`` sends its task.
+    queue: str | None = None
 
 
 class Queue(ABC):

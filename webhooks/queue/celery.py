@@ -56,5 +56,5 @@ class CeleryQueue(Queue):
             task_id=call.task_id,
             retries=call.retries,
             countdown=countdown,
-            **options,
+            **({"queue": call.queue, **options} if call.queue else options),
         )

@@ -14,7 +14,8 @@ through Celery's own ``send_task``/``apply_async``. What makes that path safe:
   and it needs the queue's exchange to be a topic exchange: with the default direct one it only logs a
   warning and the task holds a worker slot until it is due. A countdown of 0 is sent at once, and one
   between 0 and 1 makes ``send_task`` raise ValueError (kombu's ``calculate_routing_key``): ``queue/celery.py``
-  sends whole seconds, rounded up.
+  sends whole seconds, rounded up. The bulk lane's queue (``webhooks.bulk``) is declared as Celery declares a
+  queue it routes to: quorum, on a topic exchange of its name.
 - ``confirm_publish``: a publish returns once RabbitMQ has taken the message, so a retry or a fan-out is
   never acknowledged before its messages are safe. The queue's task messages (``confirms.py``) go on a
   confirming channel of their own that waits once for all of a batch's confirms rather than after each;
@@ -49,6 +50,7 @@ def celery_options(broker_url: str) -> dict[str, Any]:
     return {
         "task_default_queue_type": "quorum",
         "task_create_missing_queue_type": "quorum",
+        "task_create_missing_queue_exchange_type": "topic",
         "task_default_exchange_type": "topic",
         "worker_detect_quorum_queues": True,
         "broker_native_delayed_delivery_queue_type": "quorum",

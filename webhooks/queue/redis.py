@@ -77,7 +77,7 @@ class RedisQueue(Queue):
 
     def message(self, call: TaskCall) -> tuple[str, bytes]:
         """The list ``call`` goes to and its message, as Celery and kombu would push it."""
-        key = list_for(self.app, call.name)
+        key = call.queue or list_for(self.app, call.name)
         return key, task_message(call, key, self.app.thread_oid)
 
     def _celery_hooks_wanted(self) -> bool:

@@ -17,7 +17,7 @@ from webhooks import PublishError, publish_event
 from webhooks.celery_app import app
 from webhooks.errors import RegistryUnavailableError
 from webhooks.pipeline import process, tasks
-from webhooks.pipeline.calls import EVENTS_PER_FANOUT, Published, fanout_calls, inbox_fanout_call
+from webhooks.pipeline.calls import BULK_QUEUE, EVENTS_PER_FANOUT, Published, fanout_calls, inbox_fanout_call
 from webhooks.queue import BrokerChores, CeleryQueue, Inbox, RedisQueue, TaskCall, inbox
 from webhooks.queue import chores as chores_module
 from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE, KEY_SENT, LEASE_SECONDS, SENT_GRACE_SECONDS
@@ -54,9 +54,10 @@ def publish(count: int) -> list[str]:
     return [publish_event("user_created", **sample_event_kwargs("user_created")) for _ in range(count)]
 
 
-def queued(broker) -> list[dict]:
-    """The queue's messages' headers, in the order workers take them (they pop from the right)."""
-    return [json.loads(message)["headers"] for message in reversed(broker.lrange("celery", 0, -1))]
+def queued(broker, lane: str = "celery") -> list[dict]:
+    """The messages' headers on a lane (the events lane: Celery's default queue), in the order workers take them
+    (they pop from the right)."""
+    return [json.loads(message)["headers"] for message in reversed(broker.lrange(lane, 0, -1))]
 
 
 def lease(broker) -> str:
@@ -139,7 +140,7 @@ def test_a_batch_of_events_is_noted_with_its_fanout_tasks_until_each_is_fanned_o
     events = [["user_created", f"evt_{n}", "{}", DEFAULT_TENANT, ""] for n in range(3)]
     calls = fanout_calls([Published(*event) for event in events])
     redis_inbox.send_events(events, calls)
-    assert [task["task"] for task in queued(broker)] == ["webhooks.fanout_many"]
+    assert [task["task"] for task in queued(broker, BULK_QUEUE)] == ["webhooks.fanout_many"]  # a batch: bulk lane
     assert broker.zcard(KEY_SENT) == 3
     redis_inbox.fanned_out(events[:2])
     assert [json.loads(entry)[1] for entry in broker.zrange(KEY_SENT, 0, -1)] == ["evt_2"]

@@ -6,6 +6,7 @@ import pytest
 from kombu.utils.imports import symbol_by_name
 
 from webhooks.celery_app import create_celery_app
+from webhooks.pipeline.calls import BULK_QUEUE
 from webhooks.queue.rabbitmq import celery_options, is_amqp_url
 from webhooks.settings import Settings
 
@@ -19,8 +20,10 @@ def test_a_rabbitmq_broker_gets_quorum_queues_a_topic_exchange_and_confirmed_pub
     assert app.conf.worker_detect_quorum_queues is True
     assert app.conf.broker_transport_options == {"confirm_publish": True}
     assert app.conf.broker_transport is None  # kombu's own AMQP transport, not our Redis one
-    (queue,) = app.amqp.queues.values()
-    assert queue.queue_arguments == {"x-queue-type": "quorum"} and queue.exchange.type == "topic"
+    assert sorted(app.amqp.queues) == ["celery", BULK_QUEUE]  # the lanes, both consumed without -Q
+    assert sorted(app.amqp.queues.consume_from) == ["celery", BULK_QUEUE]
+    for queue in app.amqp.queues.values():
+        assert queue.queue_arguments == {"x-queue-type": "quorum"} and queue.exchange.type == "topic"
 
 
 @pytest.mark.parametrize("url", ["redis://127.0.0.1:6399/0", "rediss://h:6380/0", "memory://localhost/"])
@@ -30,6 +33,7 @@ def test_redis_and_memory_brokers_keep_their_settings(url):
     app = create_celery_app(Settings(broker_url=url))
     assert app.conf.task_default_queue_type == "classic"
     assert "visibility_timeout" in app.conf.broker_transport_options
+    assert sorted(app.amqp.queues.consume_from) == ["celery", BULK_QUEUE]  # a worker without -Q: both lanes
 
 
 def test_a_rabbitmq_worker_waits_for_confirms_of_its_task_messages_not_of_its_task_events():
