@@ -160,12 +160,15 @@ class Harness:
 
     def start_servers(self) -> None:
         self.start_redis()
-        self.receiver_port = free_port()
-        self.start(
-            "receiver",
-            [sys.executable, "-m", "bench.receiver", "--port", str(self.receiver_port), "--secret", SECRET],
-        )
-        wait_until(self._receiver_answers, timeout=15, what="the receiver to answer")
+        self.receiver_port = self.start_receiver("receiver")
+
+    def start_receiver(self, name: str) -> int:
+        """A receiver process (``bench.receiver``) on a free loopback port, once it answers: its port. The
+        methods below read the shared one (``receiver_port``) unless given another's ``port``."""
+        port = free_port()
+        self.start(name, [sys.executable, "-m", "bench.receiver", "--port", str(port), "--secret", SECRET])
+        wait_until(lambda: self._receiver_answers(port), timeout=15, what=f"the {name} to answer")
+        return port
 
     def start_redis(self) -> None:
         """Our own redis-server on a free loopback port, in memory only."""
@@ -196,31 +199,33 @@ class Harness:
         except redis.ConnectionError:
             return False
 
-    def _receiver_answers(self) -> bool:
+    def _receiver_answers(self, port: int) -> bool:
         try:
-            return requests.post(self.receiver_url("/_reset"), timeout=1).ok
+            return requests.post(self.receiver_url("/_reset", port), timeout=1).ok
         except requests.ConnectionError:
             return False
 
-    def receiver_url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.receiver_port}{path}"
+    def receiver_url(self, path: str, port: int | None = None) -> str:
+        return f"http://127.0.0.1:{port or self.receiver_port}{path}"
 
-    def endpoint_url(self, label: str, delay_ms: int = 0, status: int = 200) -> str:
-        return self.receiver_url(endpoint_path(label, delay_ms, status))
+    def endpoint_url(self, label: str, delay_ms: int = 0, status: int = 200, port: int | None = None) -> str:
+        return self.receiver_url(endpoint_path(label, delay_ms, status), port)
 
-    def receiver_stats(self, arrivals: bool = False) -> dict[str, Any]:
+    def receiver_stats(self, arrivals: bool = False, port: int | None = None) -> dict[str, Any]:
         path = "/_stats?arrivals=1" if arrivals else "/_stats"
-        stats: dict[str, Any] = requests.get(self.receiver_url(path), timeout=30).json()
+        stats: dict[str, Any] = requests.get(self.receiver_url(path, port), timeout=30).json()
         return stats
 
-    def reset_receiver(self) -> None:
+    def reset_receiver(self, port: int | None = None) -> None:
         """Clear the receiver's counts, once it has answered every request (a sender still waiting on a slow
         answer from the measurement before would be slower in the next)."""
-        wait_until(lambda: self.receiver_stats()["unanswered"] == 0, timeout=60, what="the receiver's slow answers")
-        requests.post(self.receiver_url("/_reset"), timeout=5).raise_for_status()
+        wait_until(
+            lambda: self.receiver_stats(port=port)["unanswered"] == 0, timeout=60, what="the receiver's slow answers"
+        )
+        requests.post(self.receiver_url("/_reset", port), timeout=5).raise_for_status()
 
     def wait_for_arrivals(
-        self, count: int, *, timeout: float, what: str, endpoint: str | None = None
+        self, count: int, *, timeout: float, what: str, endpoint: str | None = None, port: int | None = None
     ) -> dict[str, Any]:
         """Wait until the receiver has ``count`` distinct deliveries, or, given an ``endpoint`` (its path,
         ``endpoint_path``), ``count`` of that endpoint's; fail if a process failed or a signature was wrong."""
@@ -229,7 +234,7 @@ class Harness:
             for process in self.processes:
                 if process.popen.poll() not in (None, 0):
                     raise BenchError(f"{process.name} exited:\n{process.output()[-3000:]}")
-            stats = self.receiver_stats()
+            stats = self.receiver_stats(port=port)
             counted = stats if endpoint is None else stats["endpoints"].get(endpoint, {"distinct": 0})
             return stats if counted["distinct"] >= count else None
 
