@@ -4,7 +4,8 @@ and say when the next look must come.
 An idle worker must cost Redis almost nothing, yet a retry is due at its time and a fan-out of the inbox lost
 with its worker must be replaced within seconds (and the events of a fan-out task of their own that was lost,
 once their grace is over). So a look releases what is due (``waiting.py``) and looks at the inbox (``inbox.py``),
-one script each, and says when something can next need doing: the earliest waiting message, the inbox's lease
+each one plain read when there is nothing to do (an idle worker's every look) and one script when there is, and
+says when something can next need doing: the earliest waiting message, the inbox's lease
 running out while events wait, the oldest event sent in its own task reaching its grace, or at the latest
 LOOK_EVERY_SECONDS from now.
 Between looks the worker sends nothing. A message scheduled by this process after a look is noted
