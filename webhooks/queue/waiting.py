@@ -49,6 +49,9 @@ class Released:
 class WaitingSet:
     """The one owner of KEY_WAITING on the broker ``client``: schedule messages, release the due ones."""
 
+    #: What a release reads: none of them existing, no message waits.
+    KEYS = (KEY_WAITING,)
+
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
 

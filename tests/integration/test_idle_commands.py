@@ -1,0 +1,44 @@
+"""What an idle worker's periodic work costs a real redis-server, command by command (benchmark row J: at most 100
+commands a minute for a host of two workers): housekeeping's look costs one read when there is nothing to do."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.integration.conftest import commands_run
+from webhooks.celery_app import app
+from webhooks.queue import BrokerChores, Inbox, RedisQueue
+from webhooks.queue.inbox import KEY_INBOX, KEY_SENT
+from webhooks.queue.waiting import KEY_WAITING, Released, take_noted, waiting_member
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def client(redis_server):
+    client = redis_server.client()
+    client.delete(KEY_WAITING, KEY_INBOX, KEY_SENT)
+    yield client
+    client.delete(KEY_WAITING, "idle-commands")
+    client.close()
+
+
+def test_an_idle_look_is_one_read_and_a_due_message_is_still_released_at_its_time(client):
+    queue = RedisQueue(app, client)
+    chores = BrokerChores(queue.waiting, Inbox(client, queue, pushed=queue.message))
+    now = time.time()
+    client.config_resetstat()
+    assert chores.look(now).next_at(now) == now + 20
+    assert commands_run(client) == {"exists": 1}
+
+    client.zadd(KEY_WAITING, {waiting_member("idle-commands", b"retry"): now + 5})
+    client.config_resetstat()
+    found = chores.look(now)
+    assert (found.released, found.next_at(now)) == (Released(0, now + 5), now + 5)
+    assert commands_run(client) == {"exists": 2, "zrange": 1}  # a retry waits: its time read, the inbox's looked at
+
+    assert chores.look(now + 5).released == Released(1, None)
+    assert client.lrange("idle-commands", 0, -1) == [b"retry"]
+    take_noted()
