@@ -1,5 +1,6 @@
 """What an idle worker's periodic work costs a real redis-server, command by command (benchmark row J: at most 100
-commands a minute for a host of two workers): housekeeping's look costs one read when there is nothing to do."""
+commands a minute for a host of two workers): housekeeping's look and the tenants' tend cost one read each when
+there is nothing to do."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from tests.integration.conftest import commands_run
 from webhooks.celery_app import app
+from webhooks.pipeline.admission import Admission
 from webhooks.queue import BrokerChores, Inbox, RedisQueue
 from webhooks.queue.inbox import KEY_INBOX, KEY_SENT
 from webhooks.queue.waiting import KEY_WAITING, Released, take_noted, waiting_member
@@ -19,7 +21,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def client(redis_server):
     client = redis_server.client()
-    client.delete(KEY_WAITING, KEY_INBOX, KEY_SENT)
+    client.delete(KEY_WAITING, KEY_INBOX, KEY_SENT, Admission.KEY_TENANTS)
     yield client
     client.delete(KEY_WAITING, "idle-commands")
     client.close()
@@ -42,3 +44,10 @@ def test_an_idle_look_is_one_read_and_a_due_message_is_still_released_at_its_tim
     assert chores.look(now + 5).released == Released(1, None)
     assert client.lrange("idle-commands", 0, -1) == [b"retry"]
     take_noted()
+
+
+def test_an_idle_tend_is_one_read(client):
+    admission = Admission(client, limit=4, lost_after_seconds=45)
+    client.config_resetstat()
+    assert admission.tend() == []
+    assert commands_run(client) == {"zrangebyscore": 1}
