@@ -1,18 +1,20 @@
 """What an idle worker's periodic work costs a real redis-server, command by command (benchmark row J: at most 100
 commands a minute for a host of two workers): housekeeping's look and the tenants' tend cost one read each when
-there is nothing to do."""
+there is nothing to do, and the pub/sub connection's health check one PING."""
 
 from __future__ import annotations
 
 import time
 
 import pytest
+from kombu import Connection
 
 from tests.integration.conftest import commands_run
 from webhooks.celery_app import app
 from webhooks.pipeline.admission import Admission
 from webhooks.queue import BrokerChores, Inbox, RedisQueue
 from webhooks.queue.inbox import KEY_INBOX, KEY_SENT
+from webhooks.queue.transport import PubSub, Transport
 from webhooks.queue.waiting import KEY_WAITING, Released, take_noted, waiting_member
 
 pytestmark = pytest.mark.integration
@@ -51,3 +53,25 @@ def test_an_idle_tend_is_one_read(client):
     client.config_resetstat()
     assert admission.tend() == []
     assert commands_run(client) == {"zrangebyscore": 1}
+
+
+def test_the_pubsub_connection_sends_one_ping_per_health_check_and_kombu_still_counts_the_unanswered(redis_server):
+    # kombu checks its pub/sub connection (remote control) every 25 s; redis-py's own check before the read of
+    # the answer sent a second PING each time.
+    with Connection(redis_server.url, transport=Transport) as connection:
+        pubsub = connection.default_channel.subclient
+        assert type(pubsub) is PubSub
+        pubsub.subscribe("idle-commands")
+        pubsub.parse_response()  # the subscription's confirmation
+        client = redis_server.client()
+        client.config_resetstat()
+        pubsub.connection.next_health_check = 0  # the check is due
+        pubsub.check_health()  # kombu's timer
+        assert pubsub.parse_response() is None  # the answer, read when the connection is readable
+        assert commands_run(client) == {"ping": 1}
+
+        for missed in (1, 2):  # no answer read: kombu drops the connection after two
+            pubsub.connection.next_health_check = 0
+            pubsub.check_health()
+            assert pubsub.health_check_response_counter == missed
+        client.close()

@@ -31,7 +31,8 @@ can be past the timeout, or SWEEP_EVERY_SECONDS later if none waits: a dead work
 a second of their timeout, for one command every SWEEP_EVERY_SECONDS when idle. kombu's sweep of stale binding
 tables (four commands a minute on each channel) runs every BINDING_SWEEP_SECONDS. For its first
 STARTING_BRPOPS BRPOPs a channel waits a second each: the queues a worker adds after start (its task queue, after
-mingle's reply) are read only once the BRPOP waiting without them returns.
+mingle's reply) are read only once the BRPOP waiting without them returns. The pub/sub connection (remote
+control) sends one health-check PING per kombu check, not two (:class:`PubSub`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from typing import Any
 import redis
 from kombu.transport import redis as kombu_redis
 from kombu.utils.json import dumps
+from kombu.utils.objects import cached_property
 
 from webhooks.queue.waiting import WaitingSet
 
@@ -54,8 +56,10 @@ __all__ = [
     "SWEEP_BATCH",
     "SWEEP_EVERY_SECONDS",
     "Channel",
+    "PubSub",
     "QoS",
     "Transport",
+    "idle_sweep_seconds",
 ]
 
 #: Seconds a worker's BRPOP waits for a message before asking again (kombu's: 1). Below kombu's health check
@@ -64,8 +68,10 @@ BRPOP_TIMEOUT_SECONDS = 20
 #: A channel's first BRPOPs that wait only a second: a worker adds its task queues to a BRPOP already waiting
 #: (mingle's reply queue, just after start), and they are read only once it returns.
 STARTING_BRPOPS = 10
-#: Most seconds between two sweeps for messages unacknowledged past the visibility timeout, when none waits.
-SWEEP_EVERY_SECONDS = 15.0
+#: Most seconds between two sweeps for messages unacknowledged past the visibility timeout, when none waits (at
+#: most half the timeout: a message recorded just after a sweep is seen by the next, well before its timeout).
+#: Below kombu's health check interval (25 s), so that redis-py sends no PING before each.
+SWEEP_EVERY_SECONDS = 24.0
 #: The oldest unacknowledged messages one sweep reads.
 SWEEP_BATCH = 100
 #: Most seconds between two sweeps of kombu's binding tables that no consumer refreshed in time (kombu: 60):
@@ -74,6 +80,13 @@ BINDING_SWEEP_SECONDS = 600.0
 
 
 logger = logging.getLogger("webhooks.queue")
+
+
+def idle_sweep_seconds(visibility_timeout: float) -> float:
+    """Seconds between two sweeps when no message is unacknowledged: SWEEP_EVERY_SECONDS, or half the
+    visibility timeout if shorter."""
+    return min(SWEEP_EVERY_SECONDS, visibility_timeout / 2)
+
 
 #: Messages taken off a list whose unacknowledged record Redis never got, as ``(payload, exchange, routing
 #: key)``: the next channel of the process puts them back.
@@ -103,7 +116,7 @@ class QoS(kombu_redis.QoS):
             for tag, score in oldest:
                 if score + visibility_timeout <= now:
                     self.restore_by_tag(tag, client)
-        wait = min(SWEEP_EVERY_SECONDS, visibility_timeout / 3)
+        wait = idle_sweep_seconds(visibility_timeout)
         if later:
             wait = min(wait, min(later) + visibility_timeout - now)
         elif len(oldest) == SWEEP_BATCH:
@@ -118,6 +131,29 @@ class QoS(kombu_redis.QoS):
             with _unrecorded_lock:
                 _unrecorded.append((message._raw, delivery["exchange"], delivery["routing_key"]))
             raise
+
+
+class PubSub(redis.client.PubSub):
+    """redis-py's pub/sub, with no health check of its own when it reads.
+
+    kombu reads its pub/sub connection only when the connection is readable, so a read proves it alive; kombu
+    checks it every health check interval (a PING, and it drops the connection after two unanswered). redis-py
+    checked again before each read, found the check due as the answer to kombu's PING came in, and sent a second
+    PING every time.
+    """
+
+    _reading = False
+
+    def parse_response(self, block: bool = True, timeout: float = 0) -> Any:
+        self._reading = True
+        try:
+            return super().parse_response(block, timeout)  # type: ignore[no-untyped-call]  # untyped in redis-py
+        finally:
+            self._reading = False
+
+    def check_health(self) -> None:
+        if not self._reading:
+            super().check_health()
 
 
 class Channel(kombu_redis.Channel):
@@ -153,6 +189,13 @@ class Channel(kombu_redis.Channel):
                 _unrecorded.extend(taken)  # the next channel tries again
             return
         logger.warning("%d message(s) taken from Redis as it went away were put back on their queue.", len(taken))
+
+    @cached_property
+    def subclient(self) -> Any:
+        pubsub = super().subclient
+        if type(pubsub) is redis.client.PubSub:  # not kombu's for a global key prefix
+            pubsub.__class__ = PubSub  # the same object, reading without redis-py's own health check
+        return pubsub
 
     def _create_client(self, asynchronous: bool = False) -> Any:
         if asynchronous:
