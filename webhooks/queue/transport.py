@@ -29,10 +29,11 @@ BRPOP waits BRPOP_TIMEOUT_SECONDS (a message pushed meanwhile is still taken at 
 (``QoS.restore_visible``) reads the oldest unacknowledged messages and runs again when the oldest of them
 can be past the timeout, or SWEEP_EVERY_SECONDS later if none waits: a dead worker's messages come back within
 a second of their timeout, for one command every SWEEP_EVERY_SECONDS when idle. kombu's sweep of stale binding
-tables (four commands a minute on each channel) runs every BINDING_SWEEP_SECONDS. For its first
-STARTING_BRPOPS BRPOPs a channel waits a second each: the queues a worker adds after start (its task queue, after
-mingle's reply) are read only once the BRPOP waiting without them returns. The pub/sub connection (remote
-control) sends one health-check PING per kombu check, not two (:class:`PubSub`).
+tables (four commands a minute on each channel) runs every BINDING_SWEEP_SECONDS. Until its worker consumes
+its task queues (``Channel.consuming``, from our consumer once ready), and for its first STARTING_BRPOPS BRPOPs at
+most, a channel waits a second each: the queues a worker adds after start (its task queue, after mingle's reply)
+are read only once the BRPOP waiting without them returns. The pub/sub connection (remote control) sends one
+health-check PING per kombu check, not two (:class:`PubSub`).
 """
 
 from __future__ import annotations
@@ -65,8 +66,9 @@ __all__ = [
 #: Seconds a worker's BRPOP waits for a message before asking again (kombu's: 1). Below kombu's health check
 #: interval (25 s), so that redis-py sends no PING before each BRPOP.
 BRPOP_TIMEOUT_SECONDS = 20
-#: A channel's first BRPOPs that wait only a second: a worker adds its task queues to a BRPOP already waiting
-#: (mingle's reply queue, just after start), and they are read only once it returns.
+#: Most of a channel's first BRPOPs that wait only a second, until its worker consumes its task queues: a worker
+#: adds them to a BRPOP already waiting (mingle's reply queue, just after start), and they are read only once it
+#: returns.
 STARTING_BRPOPS = 10
 #: Most seconds between two sweeps for messages unacknowledged past the visibility timeout, when none waits (at
 #: most half the timeout: a message recorded just after a sweep is seen by the next, well before its timeout).
@@ -165,6 +167,7 @@ class Channel(kombu_redis.Channel):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._brpops = 0
+        self._consuming = False
         super().__init__(*args, **kwargs)
         with _unrecorded_lock:
             taken = _unrecorded[:]
@@ -172,9 +175,13 @@ class Channel(kombu_redis.Channel):
         if taken:
             self._put_back(taken)
 
+    def consuming(self) -> None:
+        """The worker consumes every queue it reads at start: from the next BRPOP on, wait the full time."""
+        self._consuming = True
+
     def _brpop_start(self, timeout: float | None = None) -> None:
         self._brpops += 1
-        if timeout is None and self._brpops <= STARTING_BRPOPS:
+        if timeout is None and not self._consuming and self._brpops <= STARTING_BRPOPS:
             timeout = 1
         super()._brpop_start(timeout)  # type: ignore[misc]  # kombu's, not in its stubs
 

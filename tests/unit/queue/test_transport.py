@@ -112,3 +112,25 @@ def test_kombus_sweep_of_stale_binding_tables_runs_seldom(monkeypatch, clock):
         channel.sweep_bindings()
         clock.now += 60
     assert len(swept) == 2
+
+
+def test_a_channel_waits_a_second_in_brpop_until_its_worker_consumes_its_task_queues(monkeypatch):
+    sent = []
+    monkeypatch.setattr(transport.kombu_redis.Channel, "_brpop_start", lambda self, timeout=None: sent.append(timeout))
+    channel = transport.Channel.__new__(transport.Channel)  # what the method reads of a channel, without a broker
+    channel._brpops, channel._consuming = 0, False
+    channel._brpop_start()
+    channel._brpop_start()  # mingle's reply queue: the task queues are added while it waits
+    channel.consuming()
+    channel._brpop_start()
+    assert sent == [1, 1, None]  # None: the transport's BRPOP_TIMEOUT_SECONDS
+
+
+def test_a_channel_no_worker_consumes_from_waits_a_second_only_in_its_first_brpops(monkeypatch):
+    sent = []
+    monkeypatch.setattr(transport.kombu_redis.Channel, "_brpop_start", lambda self, timeout=None: sent.append(timeout))
+    channel = transport.Channel.__new__(transport.Channel)
+    channel._brpops, channel._consuming = 0, False
+    for _ in range(transport.STARTING_BRPOPS + 2):
+        channel._brpop_start()
+    assert sent == [1] * transport.STARTING_BRPOPS + [None, None]
