@@ -27,8 +27,8 @@ Idle, kombu's transport asks Redis for work every second (BRPOP's timeout) and s
 unacknowledged past the visibility timeout every few seconds under a lock (five commands a sweep). Here
 BRPOP waits BRPOP_TIMEOUT_SECONDS (a message pushed meanwhile is still taken at once), and the sweep
 (``QoS.restore_visible``) reads the oldest unacknowledged messages and runs again when the oldest of them
-can be past the timeout, or SWEEP_EVERY_SECONDS later if none waits: a dead worker's messages come back within
-a second of their timeout, for one command every SWEEP_EVERY_SECONDS when idle. kombu's sweep of stale binding
+can be past the timeout, or ``idle_sweep_seconds`` later if none waits: a dead worker's messages come back within
+a second of their timeout, for one command a sweep when idle. kombu's sweep of stale binding
 tables (four commands a minute on each channel) runs every BINDING_SWEEP_SECONDS. Until its worker consumes
 its task queues (``Channel.consuming``, from our consumer once ready), and for its first STARTING_BRPOPS BRPOPs at
 most, a channel waits a second each: the queues a worker adds after start (its task queue, after mingle's reply)
