@@ -199,6 +199,15 @@ def crash_broker(broker: dict[str, str], redis_server: RedisServer) -> Iterator[
     client.close()
 
 
+def commands_run(client: redis.Redis) -> dict[str, int]:
+    """The commands a redis-server ran since its statistics were reset (``CONFIG RESETSTAT``), by name; the reset
+    left out (INFO counts itself only after it answers)."""
+    stats = client.info("commandstats")
+    calls = {name.removeprefix("cmdstat_"): int(entry["calls"]) for name, entry in stats.items()}
+    calls.pop("config|resetstat", None)
+    return calls
+
+
 def nothing_waits(env: Mapping[str, str]) -> bool:
     """No task is queued, held unacknowledged or waiting for its retry, and no event for its fan-out (in the inbox,
     or sent alone), in the broker of ``env``."""

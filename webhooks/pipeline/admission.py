@@ -120,10 +120,15 @@ class Admission:
             self._run("back", tenant, ["1" if park else "0", *entries])
 
     def tend(self) -> list[tuple[str, TaskCall]]:
-        """Free lost slots and admit what has room, for the tenants that need it now: ``(tenant, call)`` s."""
+        """Free lost slots and admit what has room, for the tenants that need it now: ``(tenant, call)`` s.
+        Mostly none does (every worker tends, idle or not): that costs one read, and the script runs only when
+        one does."""
+        now = self.clock()
+        if not self.store.zrangebyscore(self.KEY_TENANTS, "-inf", now, start=0, num=1):
+            return []
         found = script(self.store, __package__, "admission.lua")(
             keys=[self.KEY_TENANTS],
-            args=["tend", self.clock(), self.limit, self.lost_after_seconds, KEY_LINE]
+            args=["tend", now, self.limit, self.lost_after_seconds, KEY_LINE]
             + [self.KEY_RUNNING, self.KEY_PARKED, TEND_MOST_TENANTS],
         )
         return [(tenant, _call(tenant, entry)) for tenant, entry in zip(found[::2], found[1::2], strict=True)]

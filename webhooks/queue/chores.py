@@ -4,9 +4,10 @@ and say when the next look must come.
 An idle worker must cost Redis almost nothing, yet a retry is due at its time and a fan-out of the inbox lost
 with its worker must be replaced within seconds (and the events of a fan-out task of their own that was lost,
 once their grace is over). So a look releases what is due (``waiting.py``) and looks at the inbox (``inbox.py``),
-one script each, and says when something can next need doing: the earliest waiting message, the inbox's lease
-running out while events wait, the oldest event sent in its own task reaching its grace, or at the latest
-LOOK_EVERY_SECONDS from now.
+each a plain read when there is nothing to do and a script when there is; where both live in one Redis (a Redis
+broker), a look that finds neither holding anything (an idle worker's every look) is one read. It says when
+something can next need doing: the earliest waiting message, the inbox's lease running out while events wait,
+the oldest event sent in its own task reaching its grace, or at the latest LOOK_EVERY_SECONDS from now.
 Between looks the worker sends nothing. A message scheduled by this process after a look is noted
 (``waiting.noted``), so that its worker looks at its time.
 """
@@ -71,11 +72,21 @@ class BrokerChores:
         found = Look()
         if self.waiting is not None:
             take_noted()  # the release sees every message scheduled before it
+            if self._nothing_waits():
+                return found
             with reachable():
                 found = replace(found, released=self.waiting.release_due(now))
         if self.inbox is not None:
             found = replace(found, inbox=self.inbox.look(now))
         return found
+
+    def _nothing_waits(self) -> bool:
+        """Whether neither the waiting set nor the inbox holds anything, in one read where both are in one Redis
+        (a Redis broker): what an idle worker's every look finds."""
+        if self.waiting is None or self.inbox is None or self.waiting.client is not self.inbox.client:
+            return False
+        with reachable():
+            return not self.waiting.client.exists(*self.waiting.KEYS, *self.inbox.LOOK_KEYS)
 
     def run(self, now: float, fanout: Callable[[], TaskCall]) -> float:
         """Look at ``now``; schedule a new fan-out task (``fanout()``) if the inbox's was lost; return when

@@ -1,6 +1,7 @@
 """The worker's consumer: it reconnects to a broker that is back within a second, sends Flower's heartbeat
-every EVENT_HEARTBEAT_SECONDS, and on RabbitMQ its task events are published without waiting for the broker's
-confirm.
+every EVENT_HEARTBEAT_SECONDS, tells our Redis transport when it consumes its task queues (from then on its BRPOPs
+wait their full time: ``transport.py``), and on RabbitMQ its task events are published without waiting for the
+broker's confirm.
 
 Celery's worker sends a ``worker-heartbeat`` event every 2 seconds, a Redis command each (30 a minute) that an
 idle worker need not cost: the event carries its period, and Flower takes a worker for offline only after two
@@ -29,6 +30,8 @@ from typing import Any
 from celery.worker.consumer import Consumer as CeleryConsumer
 from kombu import Connection
 
+from webhooks.queue import transport
+
 __all__ = ["EVENT_HEARTBEAT_SECONDS", "RECONNECT_INTERVAL_SECONDS", "Consumer"]
 
 #: Seconds between two tries to reach the broker again.
@@ -40,13 +43,21 @@ EVENT_HEARTBEAT_SECONDS = 20.0
 
 class Consumer(CeleryConsumer):
     """Celery's consumer, reconnecting every RECONNECT_INTERVAL_SECONDS, whose connection for writing (Celery
-    opens it for the event dispatcher alone) does not wait for publisher confirms."""
+    opens it for the event dispatcher alone) does not wait for publisher confirms, and whose Redis channel waits
+    long in BRPOP only once it consumes its task queues."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         options = kwargs["worker_options"] = dict(kwargs.get("worker_options") or {})
         if options.get("heartbeat_interval") is None:  # not given on the command line
             options["heartbeat_interval"] = EVENT_HEARTBEAT_SECONDS
         super().__init__(*args, **kwargs)
+
+    def on_ready(self) -> None:
+        # Called once the task queues are consumed, before the event loop sends its first BRPOP (Redis).
+        channel = getattr(getattr(self, "task_consumer", None), "channel", None)
+        if isinstance(channel, transport.Channel):
+            channel.consuming()
+        super().on_ready()
 
     def ensure_connected(self, conn: Connection) -> Connection:
         # Celery's own ensure_connected passes no intervals to kombu's ensure_connection: give them here.

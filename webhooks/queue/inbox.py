@@ -117,6 +117,9 @@ class Inbox:
     call's list and message, which the script that leases the inbox pushes in the same step; without it, the
     task is sent through ``queue`` once the script has leased the inbox to it."""
 
+    #: What a look reads: none of them existing, no event waits and none travels in a task of its own.
+    LOOK_KEYS = (KEY_INBOX, KEY_SENT)
+
     def __init__(
         self,
         client: redis.Redis,
@@ -233,8 +236,11 @@ class Inbox:
     def look(self, now: float) -> InboxLook:
         """How many events wait, how long the lease has left and when the oldest event sent in its own task is
         taken for lost, in one step (housekeeping), once those past their grace are put in the inbox and those
-        seen for the first time are dated."""
+        seen for the first time are dated. An empty inbox and sent set (an idle worker's every look) cost one
+        read, no script."""
         with reachable():
+            if not self.client.exists(*self.LOOK_KEYS):
+                return InboxLook(0, None)
             events, lease_ms, sent_at = self._script("inbox_look.lua")(
                 keys=[KEY_INBOX, KEY_LEASE, KEY_SENT], args=[now, SENT_GRACE_SECONDS]
             )

@@ -2,8 +2,8 @@
 -- in its own fan-out task was first seen (-1: none), in one step (inbox.py: Inbox.look). Events sent that way whose
 -- fan-out has not taken them ARGV[2] seconds after a look first saw them (their task lost with its worker) are
 -- appended to the inbox first; those never seen are dated now.
--- KEYS: inbox, lease, sent set. ARGV: now, grace seconds. An empty inbox and sent set (an idle worker's every
--- look) cost two reads.
+-- KEYS: inbox, lease, sent set. ARGV: now, grace seconds. Run only when the inbox or the sent set holds something:
+-- an empty pair (an idle worker's every look) is one EXISTS, without this script.
 local now = tonumber(ARGV[1])
 local oldest = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
 if oldest[1] then

@@ -27,11 +27,13 @@ Idle, kombu's transport asks Redis for work every second (BRPOP's timeout) and s
 unacknowledged past the visibility timeout every few seconds under a lock (five commands a sweep). Here
 BRPOP waits BRPOP_TIMEOUT_SECONDS (a message pushed meanwhile is still taken at once), and the sweep
 (``QoS.restore_visible``) reads the oldest unacknowledged messages and runs again when the oldest of them
-can be past the timeout, or SWEEP_EVERY_SECONDS later if none waits: a dead worker's messages come back within
-a second of their timeout, for one command every SWEEP_EVERY_SECONDS when idle. kombu's sweep of stale binding
-tables (four commands a minute on each channel) runs every BINDING_SWEEP_SECONDS. For its first
-STARTING_BRPOPS BRPOPs a channel waits a second each: the queues a worker adds after start (its task queue, after
-mingle's reply) are read only once the BRPOP waiting without them returns.
+can be past the timeout, or ``idle_sweep_seconds`` later if none waits: a dead worker's messages come back within
+a second of their timeout, for one command a sweep when idle. kombu's sweep of stale binding
+tables (four commands a minute on each channel) runs every BINDING_SWEEP_SECONDS. Until its worker consumes
+its task queues (``Channel.consuming``, from our consumer once ready), and for its first STARTING_BRPOPS BRPOPs at
+most, a channel waits a second each: the queues a worker adds after start (its task queue, after mingle's reply)
+are read only once the BRPOP waiting without them returns. The pub/sub connection (remote control) sends one
+health-check PING per kombu check, not two (:class:`PubSub`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from typing import Any
 import redis
 from kombu.transport import redis as kombu_redis
 from kombu.utils.json import dumps
+from kombu.utils.objects import cached_property
 
 from webhooks.queue.waiting import WaitingSet
 
@@ -54,18 +57,23 @@ __all__ = [
     "SWEEP_BATCH",
     "SWEEP_EVERY_SECONDS",
     "Channel",
+    "PubSub",
     "QoS",
     "Transport",
+    "idle_sweep_seconds",
 ]
 
 #: Seconds a worker's BRPOP waits for a message before asking again (kombu's: 1). Below kombu's health check
 #: interval (25 s), so that redis-py sends no PING before each BRPOP.
 BRPOP_TIMEOUT_SECONDS = 20
-#: A channel's first BRPOPs that wait only a second: a worker adds its task queues to a BRPOP already waiting
-#: (mingle's reply queue, just after start), and they are read only once it returns.
+#: Most of a channel's first BRPOPs that wait only a second, until its worker consumes its task queues: a worker
+#: adds them to a BRPOP already waiting (mingle's reply queue, just after start), and they are read only once it
+#: returns.
 STARTING_BRPOPS = 10
-#: Most seconds between two sweeps for messages unacknowledged past the visibility timeout, when none waits.
-SWEEP_EVERY_SECONDS = 15.0
+#: Most seconds between two sweeps for messages unacknowledged past the visibility timeout, when none waits (at
+#: most half the timeout: a message recorded just after a sweep is seen by the next, well before its timeout).
+#: Below kombu's health check interval (25 s), so that redis-py sends no PING before each.
+SWEEP_EVERY_SECONDS = 24.0
 #: The oldest unacknowledged messages one sweep reads.
 SWEEP_BATCH = 100
 #: Most seconds between two sweeps of kombu's binding tables that no consumer refreshed in time (kombu: 60):
@@ -74,6 +82,13 @@ BINDING_SWEEP_SECONDS = 600.0
 
 
 logger = logging.getLogger("webhooks.queue")
+
+
+def idle_sweep_seconds(visibility_timeout: float) -> float:
+    """Seconds between two sweeps when no message is unacknowledged: SWEEP_EVERY_SECONDS, or half the
+    visibility timeout if shorter."""
+    return min(SWEEP_EVERY_SECONDS, visibility_timeout / 2)
+
 
 #: Messages taken off a list whose unacknowledged record Redis never got, as ``(payload, exchange, routing
 #: key)``: the next channel of the process puts them back.
@@ -103,7 +118,7 @@ class QoS(kombu_redis.QoS):
             for tag, score in oldest:
                 if score + visibility_timeout <= now:
                     self.restore_by_tag(tag, client)
-        wait = min(SWEEP_EVERY_SECONDS, visibility_timeout / 3)
+        wait = idle_sweep_seconds(visibility_timeout)
         if later:
             wait = min(wait, min(later) + visibility_timeout - now)
         elif len(oldest) == SWEEP_BATCH:
@@ -120,6 +135,29 @@ class QoS(kombu_redis.QoS):
             raise
 
 
+class PubSub(redis.client.PubSub):
+    """redis-py's pub/sub, with no health check of its own when it reads.
+
+    kombu reads its pub/sub connection only when the connection is readable, so a read proves it alive; kombu
+    checks it every health check interval (a PING, and it drops the connection after two unanswered). redis-py
+    checked again before each read, found the check due as the answer to kombu's PING came in, and sent a second
+    PING every time.
+    """
+
+    _reading = False
+
+    def parse_response(self, block: bool = True, timeout: float = 0) -> Any:
+        self._reading = True
+        try:
+            return super().parse_response(block, timeout)  # type: ignore[no-untyped-call]  # untyped in redis-py
+        finally:
+            self._reading = False
+
+    def check_health(self) -> None:
+        if not self._reading:
+            super().check_health()
+
+
 class Channel(kombu_redis.Channel):
     """A channel whose synchronous client is built once, for the pool it serves."""
 
@@ -129,6 +167,7 @@ class Channel(kombu_redis.Channel):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._brpops = 0
+        self._consuming = False
         super().__init__(*args, **kwargs)
         with _unrecorded_lock:
             taken = _unrecorded[:]
@@ -136,9 +175,13 @@ class Channel(kombu_redis.Channel):
         if taken:
             self._put_back(taken)
 
+    def consuming(self) -> None:
+        """The worker consumes every queue it reads at start: from the next BRPOP on, wait the full time."""
+        self._consuming = True
+
     def _brpop_start(self, timeout: float | None = None) -> None:
         self._brpops += 1
-        if timeout is None and self._brpops <= STARTING_BRPOPS:
+        if timeout is None and not self._consuming and self._brpops <= STARTING_BRPOPS:
             timeout = 1
         super()._brpop_start(timeout)  # type: ignore[misc]  # kombu's, not in its stubs
 
@@ -153,6 +196,13 @@ class Channel(kombu_redis.Channel):
                 _unrecorded.extend(taken)  # the next channel tries again
             return
         logger.warning("%d message(s) taken from Redis as it went away were put back on their queue.", len(taken))
+
+    @cached_property
+    def subclient(self) -> Any:
+        pubsub = super().subclient
+        if type(pubsub) is redis.client.PubSub:  # not kombu's for a global key prefix
+            pubsub.__class__ = PubSub  # the same object, reading without redis-py's own health check
+        return pubsub
 
     def _create_client(self, asynchronous: bool = False) -> Any:
         if asynchronous:

@@ -17,6 +17,7 @@ import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 
@@ -48,6 +49,9 @@ class Released:
 class WaitingSet:
     """The one owner of KEY_WAITING on the broker ``client``: schedule messages, release the due ones."""
 
+    #: What a release reads: none of them existing, no message waits.
+    KEYS = (KEY_WAITING,)
+
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
 
@@ -60,7 +64,12 @@ class WaitingSet:
         _NOTED.note(min(due for _, _, due in messages))
 
     def release_due(self, now: float, most: int = RELEASE_BATCH) -> Released:
-        """Move up to ``most`` messages due at ``now`` (Unix seconds) onto their lists, in one step."""
+        """Move up to ``most`` messages due at ``now`` (Unix seconds) onto their lists, in one step. Most looks
+        find none due (an idle worker's every look): those cost one read, and the script runs only when the
+        earliest message is due."""
+        earliest: list[Any] = self.client.zrange(KEY_WAITING, 0, 0, withscores=True)  # [(member, due)]
+        if not earliest or float(earliest[0][1]) > now:
+            return Released(0, float(earliest[0][1]) if earliest else None)
         count, due = script(self.client, __package__, "waiting_release.lua")(keys=[KEY_WAITING], args=[now, most])
         return Released(int(count), None if due is None else float(due))
 

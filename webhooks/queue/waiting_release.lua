@@ -1,7 +1,8 @@
 -- Moves the waiting messages that are due onto their lists (waiting.py: WaitingSet.release_due).
 -- KEYS: the waiting set. ARGV: now (Unix seconds), most to move.
 -- Each member is the list it goes to, a newline, and the message. Returns how many it moved and when the next
--- one is due (false: none waits). Nothing due costs one read.
+-- one is due (false: none waits). Run only when the earliest is due: the caller reads it first (an idle look's
+-- one command).
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local released = 0
 if first[2] and tonumber(first[2]) <= tonumber(ARGV[1]) then

@@ -1,6 +1,9 @@
-"""The worker's consumer tries a broker that went away again every second, and sends Flower's heartbeat seldom."""
+"""The worker's consumer tries a broker that went away again every second, sends Flower's heartbeat seldom, and
+lets its Redis channel wait long in BRPOP once it consumes its task queues."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import pytest
 from celery.worker.consumer import Consumer as CeleryConsumer
@@ -9,6 +12,7 @@ from kombu.transport.redis import DEFAULT_HEALTH_CHECK_INTERVAL
 from kombu.utils.imports import symbol_by_name
 
 from webhooks.celery_app import create_celery_app
+from webhooks.queue import transport
 from webhooks.queue.consumer import EVENT_HEARTBEAT_SECONDS, RECONNECT_INTERVAL_SECONDS, Consumer
 from webhooks.settings import Settings
 
@@ -43,3 +47,17 @@ def test_flowers_heartbeat_comes_seldom_unless_the_command_line_says(monkeypatch
     assert passed["worker_options"] == {"heartbeat_interval": interval, "other": 1}
     # Seldom, yet below kombu's health check interval, so that no PING precedes each event.
     assert 10 <= EVENT_HEARTBEAT_SECONDS < DEFAULT_HEALTH_CHECK_INTERVAL
+
+
+def test_once_ready_a_worker_tells_its_redis_channel_that_it_consumes_its_task_queues(monkeypatch):
+    told = []
+    monkeypatch.setattr(CeleryConsumer, "on_ready", lambda self: told.append("ready"))
+    channel = transport.Channel.__new__(transport.Channel)  # a Redis channel, without a broker
+    monkeypatch.setattr(channel, "consuming", lambda: told.append("consuming"), raising=False)
+    worker = Consumer.__new__(Consumer)
+    worker.task_consumer = SimpleNamespace(channel=channel)
+    worker.on_ready()
+    assert told == ["consuming", "ready"]  # before the event loop sends its first BRPOP
+    worker.task_consumer = SimpleNamespace(channel=object())  # RabbitMQ's: nothing to tell
+    worker.on_ready()
+    assert told == ["consuming", "ready", "ready"]

@@ -63,10 +63,20 @@ def test_brpop_waits_long_and_below_the_health_check_so_no_ping_precedes_it():
 
 
 def test_with_nothing_unacknowledged_the_sweep_reads_redis_once_per_longest_wait(qos, clock):
-    for _ in range(int(transport.SWEEP_EVERY_SECONDS) * 2):  # kombu calls it every second
+    wait = transport.idle_sweep_seconds(VISIBILITY_TIMEOUT_SECONDS)
+    assert wait == min(transport.SWEEP_EVERY_SECONDS, VISIBILITY_TIMEOUT_SECONDS / 2)
+    for _ in range(int(wait) * 2 + 1):  # kombu calls it every second
         qos.restore_visible()
         clock.now += 1
     assert qos.channel.reads == 2 and qos.restored == []
+
+
+def test_an_idle_sweep_comes_before_the_health_check_is_due_and_well_before_a_timeout():
+    # A longer wait would make redis-py PING before each sweep; a message recorded just after a sweep must be
+    # seen by the next one before its visibility timeout.
+    assert transport.SWEEP_EVERY_SECONDS < DEFAULT_HEALTH_CHECK_INTERVAL
+    for timeout in (10, 45, 3600):
+        assert transport.idle_sweep_seconds(timeout) <= timeout / 2
 
 
 def test_a_message_is_restored_within_a_second_of_its_visibility_timeout_not_before(qos, clock):
@@ -79,11 +89,13 @@ def test_a_message_is_restored_within_a_second_of_its_visibility_timeout_not_bef
         clock.now += 1
     assert qos.restored == [b"tag-1"]
     assert delivered + VISIBILITY_TIMEOUT_SECONDS <= clock.now < delivered + VISIBILITY_TIMEOUT_SECONDS + 1
-    assert qos.channel.reads <= VISIBILITY_TIMEOUT_SECONDS / transport.SWEEP_EVERY_SECONDS + 2
+    assert (
+        qos.channel.reads <= VISIBILITY_TIMEOUT_SECONDS / transport.idle_sweep_seconds(VISIBILITY_TIMEOUT_SECONDS) + 2
+    )
 
 
 def test_a_message_delivered_after_a_sweep_is_seen_by_the_next_one_before_its_timeout(qos, clock):
-    qos.restore_visible()  # nothing yet: the next sweep within SWEEP_EVERY_SECONDS
+    qos.restore_visible()  # nothing yet: the next sweep within idle_sweep_seconds
     qos.channel.client.zadd("unacked_index", {"tag-1": clock.now + 0.5})
     delivered = clock.now + 0.5
     while not qos.restored:
@@ -100,3 +112,25 @@ def test_kombus_sweep_of_stale_binding_tables_runs_seldom(monkeypatch, clock):
         channel.sweep_bindings()
         clock.now += 60
     assert len(swept) == 2
+
+
+def test_a_channel_waits_a_second_in_brpop_until_its_worker_consumes_its_task_queues(monkeypatch):
+    sent = []
+    monkeypatch.setattr(transport.kombu_redis.Channel, "_brpop_start", lambda self, timeout=None: sent.append(timeout))
+    channel = transport.Channel.__new__(transport.Channel)  # what the method reads of a channel, without a broker
+    channel._brpops, channel._consuming = 0, False
+    channel._brpop_start()
+    channel._brpop_start()  # mingle's reply queue: the task queues are added while it waits
+    channel.consuming()
+    channel._brpop_start()
+    assert sent == [1, 1, None]  # None: the transport's BRPOP_TIMEOUT_SECONDS
+
+
+def test_a_channel_no_worker_consumes_from_waits_a_second_only_in_its_first_brpops(monkeypatch):
+    sent = []
+    monkeypatch.setattr(transport.kombu_redis.Channel, "_brpop_start", lambda self, timeout=None: sent.append(timeout))
+    channel = transport.Channel.__new__(transport.Channel)
+    channel._brpops, channel._consuming = 0, False
+    for _ in range(transport.STARTING_BRPOPS + 2):
+        channel._brpop_start()
+    assert sent == [1] * transport.STARTING_BRPOPS + [None, None]
