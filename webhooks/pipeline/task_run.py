@@ -10,7 +10,7 @@ queue (``Reject``), whole: a delivered one may arrive twice, none is lost.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import redis
 from celery.exceptions import Reject
@@ -23,6 +23,7 @@ from webhooks.pipeline import batch, process
 from webhooks.pipeline.fanout import FanOut
 from webhooks.pipeline.stragglers import Stragglers
 from webhooks.queue import TaskCall, inbox_for, queue_for
+from webhooks.registry import Endpoint
 from webhooks.worker import stragglers
 
 __all__ = ["SENT_BY_FANOUT", "deliver_batch", "forget_sent", "kept_unless_many", "notify", "run_batch"]
@@ -45,11 +46,14 @@ def kept_unless_many(fan: FanOut) -> list[Delivery]:
 
 
 def deliver_batch(
-    deliveries: Sequence[Delivery], retries: int, on_way: Callable[[], object] | None = None
+    deliveries: Sequence[Delivery],
+    retries: int,
+    on_way: Callable[[], object] | None = None,
+    known: Mapping[str, Endpoint] | None = None,
 ) -> dict[str, int]:
     """Send a batch that had ``retries`` attempts, what is still in flight after a moment handed to the process,
-    and keep its books; how many ended in each state. ``on_way``: as ``batch.run``'s."""
-    ran = run_batch(deliveries, retries, stragglers, on_way)
+    and keep its books; how many ended in each state. ``on_way``, ``known``: as ``batch.run``'s."""
+    ran = run_batch(deliveries, retries, stragglers, on_way, known)
     if ran is None:
         return {"waiting": len(deliveries)}
     try:
@@ -66,12 +70,13 @@ def run_batch(
     retries: int,
     late: Stragglers | None = None,
     on_way: Callable[[], object] | None = None,
+    known: Mapping[str, Endpoint] | None = None,
 ) -> batch.Ran | None:
     """``batch.run`` for a task; None when the registry could not be read and the deliveries were sent again
     for later with their attempt number (``on_way`` called first). A store that cannot hold deliveries, or a
     broker that refuses those sent for later, puts the task back on the queue."""
     try:
-        return batch.run(process.parts(), deliveries, retries, late, on_way)
+        return batch.run(process.parts(), deliveries, retries, late, on_way, known)
     except RegistryUnavailableError as exc:
         logger.warning("%s %d deliveries wait for it and lose no attempt.", exc, len(deliveries))
         if on_way is not None:
