@@ -20,13 +20,14 @@ from webhooks.celery_app import app
 from webhooks.endpoints import Delivery
 from webhooks.errors import RegistryUnavailableError
 from webhooks.pipeline import batch, process
+from webhooks.pipeline.calls import inbox_fanout_call
 from webhooks.pipeline.fanout import FanOut
 from webhooks.pipeline.stragglers import Stragglers
-from webhooks.queue import TaskCall, inbox_for, queue_for
+from webhooks.queue import Inbox, TaskCall, inbox_for, queue_for
 from webhooks.registry import Endpoint
 from webhooks.worker import stragglers
 
-__all__ = ["SENT_BY_FANOUT", "deliver_batch", "forget_sent", "kept_unless_many", "notify", "run_batch"]
+__all__ = ["SENT_BY_FANOUT", "deliver_batch", "forget_sent", "hand_on", "kept_unless_many", "notify", "run_batch"]
 
 logger = logging.getLogger("webhooks.delivery")
 
@@ -96,6 +97,18 @@ def notify(calls: Sequence[TaskCall]) -> None:
         queue_for(app).send(calls)
     except OperationalError as exc:
         logger.warning("The operator events above were not sent: the broker refused them (%s).", exc)
+
+
+def hand_on(inbox: Inbox, task_id: str, taken: int) -> None:
+    """``Inbox.done`` for a fan-out whose few deliveries are listed and on their way: a store that fails is reported,
+    not raised (the POSTs have left). The events stay in the inbox, and once the lease lapses another fan-out takes
+    them again: duplicates, never a loss."""
+    try:
+        inbox.done(task_id, taken, inbox_fanout_call())
+    except OperationalError as exc:
+        logger.warning(
+            "%d events of the inbox are fanned out again once its lease lapses: the store failed (%s).", taken, exc
+        )
 
 
 def forget_sent(events: Sequence[Sequence[str]]) -> None:

@@ -34,7 +34,15 @@ from webhooks.pipeline.calls import (
     published,
 )
 from webhooks.pipeline.fanout import FANOUT_OPTIONS, fan_out, waiting_through_outages
-from webhooks.pipeline.task_run import SENT_BY_FANOUT, deliver_batch, forget_sent, kept_unless_many, notify, run_batch
+from webhooks.pipeline.task_run import (
+    SENT_BY_FANOUT,
+    deliver_batch,
+    forget_sent,
+    hand_on,
+    kept_unless_many,
+    notify,
+    run_batch,
+)
 from webhooks.pipeline.taskbase import BatchTask, EventsTask, WebhooksTask
 from webhooks.queue import inbox_for, queue_for
 from webhooks.settings import MAX_RETRIES
@@ -73,9 +81,9 @@ def fanout_many(events: list[list[str]]) -> int:
 
 @app.task(base=_Task, name=FANOUT_INBOX_TASK, bind=True, **FANOUT_OPTIONS)
 def fanout_inbox(self: Task[[], int]) -> int:
-    """``fanout_many`` for the events waiting in the inbox; 0 when another fan-out holds it and takes them. The
-    inbox is handed on before a few deliveries are sent here (listed first): the events after them need not wait
-    for answers."""
+    """``fanout_many`` for the events waiting in the inbox; 0 when another fan-out holds it and takes them. A few
+    deliveries sent here are listed, and the inbox handed on, as their POSTs leave: the events after them need
+    not wait for answers, and theirs do not wait for the inbox."""
     inbox, task_id = inbox_for(app), str(self.request.id)
     claimed = None if inbox is None else inbox.claim(task_id, EVENTS_PER_FANOUT)
     if inbox is None or claimed is None:
@@ -84,11 +92,15 @@ def fanout_inbox(self: Task[[], int]) -> int:
         taken = [published(e, settings.default_tenant) for e in claimed.events]
         fan = fan_out(process.registry(), taken, process.task_macs(), untied=True, read_up_to=SENT_BY_FANOUT)
         few = kept_unless_many(fan)
-        if few:
-            fan.list_pending(process.delivery_log())
-    inbox.done(task_id, claimed.taken, inbox_fanout_call())
-    if few:
-        deliver_batch(few, 0, known=fan.endpoints)
+    if not few:
+        inbox.done(task_id, claimed.taken, inbox_fanout_call())
+        return fan.count
+
+    def on_way() -> None:
+        fan.list_pending(process.delivery_log())
+        hand_on(inbox, task_id, claimed.taken)
+
+    deliver_batch(few, 0, on_way, fan.endpoints)
     return fan.count
 
 
