@@ -42,7 +42,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 from uuid import uuid4
 
@@ -131,11 +131,12 @@ class Gate:
             operator=operator_endpoint(settings),
         )
 
-    def decide(self, deliveries: Sequence[Delivery]) -> list[Decision]:
-        """One decision per delivery, in order: one registry read and one store round trip for the batch.
+    def decide(self, deliveries: Sequence[Delivery], known: Mapping[str, Endpoint] | None = None) -> list[Decision]:
+        """One decision per delivery, in order: one registry read and one store round trip for the batch. ``known``:
+        endpoints the caller read from the registry a moment ago (a fan-out, with their subscribers), not read again.
 
         Raises ``RegistryUnavailableError`` when the registry cannot be read (nothing is decided)."""
-        found = self._look_up([delivery.endpoint_id for delivery in deliveries])
+        found = self._look_up([delivery.endpoint_id for delivery in deliveries], known or {})
         decisions: dict[int, Decision] = {}
         gated: list[tuple[int, Endpoint]] = []
         for n, delivery in enumerate(deliveries):
@@ -171,11 +172,18 @@ class Gate:
             logger.warning("A delivery queued before the upgrade waits: %s", exc)
             return Later(self._clock() + LOG_WAIT_SECONDS, "the delivery log cannot be read")
 
-    def _look_up(self, endpoint_ids: list[str]) -> dict[str, Endpoint | Drop]:
+    def _look_up(self, endpoint_ids: list[str], known: Mapping[str, Endpoint]) -> dict[str, Endpoint | Drop]:
         """Each endpoint as configured now, or why nothing is sent to it."""
-        wanted = [endpoint_id for endpoint_id in dict.fromkeys(endpoint_ids) if endpoint_id != OPERATOR_ENDPOINT_ID]
-        found: dict[str, Endpoint | Drop] = dict.fromkeys(wanted, Drop(REMOVED))
-        found.update((endpoint.id, endpoint) for endpoint in self._registry.get_many(wanted))
+        ids = dict.fromkeys(endpoint_ids)
+        found: dict[str, Endpoint | Drop] = {
+            endpoint_id: known[endpoint_id] for endpoint_id in ids if endpoint_id in known
+        }
+        wanted = [
+            endpoint_id for endpoint_id in ids if endpoint_id not in found and endpoint_id != OPERATOR_ENDPOINT_ID
+        ]
+        found.update(dict.fromkeys(wanted, Drop(REMOVED)))
+        if wanted:
+            found.update((endpoint.id, endpoint) for endpoint in self._registry.get_many(wanted))
         if OPERATOR_ENDPOINT_ID in endpoint_ids:
             found[OPERATOR_ENDPOINT_ID] = self._operator or Drop("WEBHOOKS_OPERATOR_WEBHOOK_URL is not set")
         return found

@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -45,7 +45,7 @@ from webhooks.pipeline.calls import deliveries_calls, deliveries_in, delivery_ca
 from webhooks.pipeline.drops import dropper
 from webhooks.pipeline.stragglers import HANDOFF_SECONDS, Stragglers
 from webhooks.queue import Queue, TaskCall
-from webhooks.registry import Registry
+from webhooks.registry import Endpoint, Registry
 from webhooks.settings import Settings
 from webhooks.task_mac import TaskMac
 
@@ -88,6 +88,7 @@ def run(
     retries: int,
     stragglers: Stragglers | None = None,
     on_way: Callable[[], object] | None = None,
+    known: Mapping[str, Endpoint] | None = None,
 ) -> Ran:
     """Gate, hold, send and keep the books of ``deliveries``, each having had ``retries`` attempts.
 
@@ -95,10 +96,13 @@ def run(
     them when they end (``stragglers.py``); without, it waits for every attempt. ``on_way`` is called once the
     attempts are on their way, before any is recorded: a fan-out lists its few deliveries as pending then. Raises
     ``RegistryUnavailableError`` before anything is sent when the registry cannot be read, and a Redis error
-    when the store cannot take held deliveries (nothing is sent then either).
+    when the store cannot take held deliveries (nothing is sent then either). ``known``: endpoints this task has
+    just read (a fan-out's, with their subscribers), which the gate takes instead of reading them again.
     """
     number = retries + 1
-    decisions = Gate.for_settings(parts.store, parts.registry, parts.settings, parts.macs, parts.log).decide(deliveries)
+    decisions = Gate.for_settings(parts.store, parts.registry, parts.settings, parts.macs, parts.log).decide(
+        deliveries, known
+    )
     held: dict[str, list[list[str]]] = {}
     refused: list[Made] = []
     waiting: list[tuple[list[str], Later]] = []

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kombu.exceptions import OperationalError
@@ -29,7 +29,7 @@ from webhooks.log import DeliveryLog
 from webhooks.log import FannedOut as Listed
 from webhooks.logformat import log_fields
 from webhooks.pipeline.calls import Published, events_repr
-from webhooks.registry import Registry
+from webhooks.registry import Endpoint, Registry
 from webhooks.task_mac import TaskMac
 
 __all__ = ["FANOUT_OPTIONS", "FANOUT_RETRY_MAX_SECONDS", "FanOut", "fan_out", "waiting_through_outages"]
@@ -58,6 +58,9 @@ class FanOut:
 
     by_tenant: dict[str, list[list[str]]]
     events: list[Listed]
+    #: The endpoints read with their subscribers (``Registry.subscribed``), by id: a fan-out that sends its few
+    #: deliveries itself hands them to its gate, which then reads the registry no more.
+    endpoints: dict[str, Endpoint] = field(default_factory=dict)
 
     @property
     def count(self) -> int:
@@ -74,20 +77,28 @@ class FanOut:
             logger.warning("%s These deliveries are sent but not listed as pending: %s.", exc, shown)
 
 
-def fan_out(registry: Registry, events: Sequence[Published], macs: TaskMac, *, untied: bool = False) -> FanOut:
+def fan_out(
+    registry: Registry, events: Sequence[Published], macs: TaskMac, *, untied: bool = False, read_up_to: int = 0
+) -> FanOut:
     """The deliveries of ``events`` tied to a publish, by tenant, each to its tenant's subscribers; ``admission.py``
     makes them tasks, or the fan-out sends a few itself, once they are listed as pending. ``untied``: an event
     without a MAC (the release before's) is validated, not dropped: the inbox's always (only the store holds it),
     a ``fanout_many``'s while an upgrade asks for it (``WEBHOOKS_ACCEPT_UNTIED_FANOUTS``).
 
+    ``read_up_to``: an event with at most that many subscribers has their endpoints read with them (one round
+    trip), for a fan-out that sends them itself.
+
     A fan-out run twice (a worker lost before its ack) enqueues its deliveries twice; receivers
     deduplicate on the event id (spec), and the log keeps one record per delivery.
     """
     subscribers: dict[tuple[str, str], list[str]] = {}
+    endpoints: dict[str, Endpoint] = {}
     listed: list[Listed] = []
     for name, event_id, body, tenant, _ in [event for event in events if _tied(macs, event, untied)]:
         if (tenant, name) not in subscribers:  # a disabled one's deliveries are held by its task (endpoints/held.py)
-            subscribers[tenant, name] = registry.subscribers(tenant, name)
+            ids, read = registry.subscribed(tenant, name, read_up_to)
+            subscribers[tenant, name] = ids
+            endpoints.update((endpoint.id, endpoint) for endpoint in read or ())
         listed.append(Listed(event_id, name, body, subscribers[tenant, name], tenant))
     by_endpoint: dict[tuple[str, str], list[list[str]]] = {}
     for event in listed:
@@ -106,7 +117,7 @@ def fan_out(registry: Registry, events: Sequence[Published], macs: TaskMac, *, u
     by_tenant: dict[str, list[list[str]]] = {}
     for (tenant, _), deliveries in by_endpoint.items():
         by_tenant.setdefault(tenant, []).extend(deliveries)
-    return FanOut(by_tenant, listed)
+    return FanOut(by_tenant, listed, endpoints)
 
 
 def _tied(macs: TaskMac, event: Published, untied: bool) -> bool:

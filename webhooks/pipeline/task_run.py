@@ -10,7 +10,7 @@ queue (``Reject``), whole: a delivered one may arrive twice, none is lost.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import redis
 from celery.exceptions import Reject
@@ -20,12 +20,14 @@ from webhooks.celery_app import app
 from webhooks.endpoints import Delivery
 from webhooks.errors import RegistryUnavailableError
 from webhooks.pipeline import batch, process
+from webhooks.pipeline.calls import inbox_fanout_call
 from webhooks.pipeline.fanout import FanOut
 from webhooks.pipeline.stragglers import Stragglers
-from webhooks.queue import TaskCall, inbox_for, queue_for
+from webhooks.queue import Inbox, TaskCall, inbox_for, queue_for
+from webhooks.registry import Endpoint
 from webhooks.worker import stragglers
 
-__all__ = ["SENT_BY_FANOUT", "deliver_batch", "forget_sent", "kept_unless_many", "notify", "run_batch"]
+__all__ = ["SENT_BY_FANOUT", "deliver_batch", "forget_sent", "hand_on", "kept_unless_many", "notify", "run_batch"]
 
 logger = logging.getLogger("webhooks.delivery")
 
@@ -45,11 +47,14 @@ def kept_unless_many(fan: FanOut) -> list[Delivery]:
 
 
 def deliver_batch(
-    deliveries: Sequence[Delivery], retries: int, on_way: Callable[[], object] | None = None
+    deliveries: Sequence[Delivery],
+    retries: int,
+    on_way: Callable[[], object] | None = None,
+    known: Mapping[str, Endpoint] | None = None,
 ) -> dict[str, int]:
     """Send a batch that had ``retries`` attempts, what is still in flight after a moment handed to the process,
-    and keep its books; how many ended in each state. ``on_way``: as ``batch.run``'s."""
-    ran = run_batch(deliveries, retries, stragglers, on_way)
+    and keep its books; how many ended in each state. ``on_way``, ``known``: as ``batch.run``'s."""
+    ran = run_batch(deliveries, retries, stragglers, on_way, known)
     if ran is None:
         return {"waiting": len(deliveries)}
     try:
@@ -66,12 +71,13 @@ def run_batch(
     retries: int,
     late: Stragglers | None = None,
     on_way: Callable[[], object] | None = None,
+    known: Mapping[str, Endpoint] | None = None,
 ) -> batch.Ran | None:
     """``batch.run`` for a task; None when the registry could not be read and the deliveries were sent again
     for later with their attempt number (``on_way`` called first). A store that cannot hold deliveries, or a
     broker that refuses those sent for later, puts the task back on the queue."""
     try:
-        return batch.run(process.parts(), deliveries, retries, late, on_way)
+        return batch.run(process.parts(), deliveries, retries, late, on_way, known)
     except RegistryUnavailableError as exc:
         logger.warning("%s %d deliveries wait for it and lose no attempt.", exc, len(deliveries))
         if on_way is not None:
@@ -91,6 +97,18 @@ def notify(calls: Sequence[TaskCall]) -> None:
         queue_for(app).send(calls)
     except OperationalError as exc:
         logger.warning("The operator events above were not sent: the broker refused them (%s).", exc)
+
+
+def hand_on(inbox: Inbox, task_id: str, taken: int) -> None:
+    """``Inbox.done`` for a fan-out whose few deliveries are listed and on their way: a store that fails is reported,
+    not raised (the POSTs have left). The events stay in the inbox, and once the lease lapses another fan-out takes
+    them again: duplicates, never a loss."""
+    try:
+        inbox.done(task_id, taken, inbox_fanout_call())
+    except OperationalError as exc:
+        logger.warning(
+            "%d events of the inbox are fanned out again once its lease lapses: the store failed (%s).", taken, exc
+        )
 
 
 def forget_sent(events: Sequence[Sequence[str]]) -> None:

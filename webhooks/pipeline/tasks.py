@@ -34,7 +34,15 @@ from webhooks.pipeline.calls import (
     published,
 )
 from webhooks.pipeline.fanout import FANOUT_OPTIONS, fan_out, waiting_through_outages
-from webhooks.pipeline.task_run import deliver_batch, forget_sent, kept_unless_many, notify, run_batch
+from webhooks.pipeline.task_run import (
+    SENT_BY_FANOUT,
+    deliver_batch,
+    forget_sent,
+    hand_on,
+    kept_unless_many,
+    notify,
+    run_batch,
+)
 from webhooks.pipeline.taskbase import BatchTask, EventsTask, WebhooksTask
 from webhooks.queue import inbox_for, queue_for
 from webhooks.settings import MAX_RETRIES
@@ -56,32 +64,43 @@ def fanout_many(events: list[list[str]]) -> int:
     inbox's note of events sent in their own task) keeps them."""
     with waiting_through_outages(len(events)):
         given = [published(event, settings.default_tenant) for event in events]
-        fan = fan_out(process.registry(), given, process.task_macs(), untied=settings.accept_untied_fanouts)
+        untied = settings.accept_untied_fanouts
+        fan = fan_out(process.registry(), given, process.task_macs(), untied=untied, read_up_to=SENT_BY_FANOUT)
         few = kept_unless_many(fan)
     if few:
-        deliver_batch(few, 0, on_way=lambda: fan.list_pending(process.delivery_log()))
-    forget_sent(events)  # listed now (or dropped): the inbox need not keep them
+
+        def on_way() -> None:  # listed, then forgotten by the inbox, as the POSTs leave: the next event needn't wait
+            fan.list_pending(process.delivery_log())
+            forget_sent(events)
+
+        deliver_batch(few, 0, on_way, fan.endpoints)
+    else:
+        forget_sent(events)  # listed now (or dropped): the inbox need not keep them
     return fan.count
 
 
 @app.task(base=_Task, name=FANOUT_INBOX_TASK, bind=True, **FANOUT_OPTIONS)
 def fanout_inbox(self: Task[[], int]) -> int:
-    """``fanout_many`` for the events waiting in the inbox; 0 when another fan-out holds it and takes them. The
-    inbox is handed on before a few deliveries are sent here (listed first): the events after them need not wait
-    for answers."""
+    """``fanout_many`` for the events waiting in the inbox; 0 when another fan-out holds it and takes them. A few
+    deliveries sent here are listed, and the inbox handed on, as their POSTs leave: the events after them need
+    not wait for answers, and theirs do not wait for the inbox."""
     inbox, task_id = inbox_for(app), str(self.request.id)
     claimed = None if inbox is None else inbox.claim(task_id, EVENTS_PER_FANOUT)
     if inbox is None or claimed is None:
         return 0
     with inbox.renewing(task_id), waiting_through_outages(len(claimed.events)):
         taken = [published(e, settings.default_tenant) for e in claimed.events]
-        fan = fan_out(process.registry(), taken, process.task_macs(), untied=True)
+        fan = fan_out(process.registry(), taken, process.task_macs(), untied=True, read_up_to=SENT_BY_FANOUT)
         few = kept_unless_many(fan)
-        if few:
-            fan.list_pending(process.delivery_log())
-    inbox.done(task_id, claimed.taken, inbox_fanout_call())
-    if few:
-        deliver_batch(few, 0)
+    if not few:
+        inbox.done(task_id, claimed.taken, inbox_fanout_call())
+        return fan.count
+
+    def on_way() -> None:
+        fan.list_pending(process.delivery_log())
+        hand_on(inbox, task_id, claimed.taken)
+
+    deliver_batch(few, 0, on_way, fan.endpoints)
     return fan.count
 
 

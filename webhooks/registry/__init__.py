@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from webhooks.errors import ReadOnlyRegistryError
-from webhooks.registry.base import Endpoint, Registry, SaveResult, WritableRegistry, check_events, check_url, masked_url
+from webhooks.registry.base import (
+    Endpoint,
+    Registry,
+    SaveResult,
+    Subscribed,
+    WritableRegistry,
+    check_events,
+    check_url,
+    masked_url,
+)
 from webhooks.registry.memory import MemoryRegistry
 from webhooks.registry.redis import RedisRegistry
 from webhooks.registry.yaml import YamlRegistry
@@ -16,6 +25,7 @@ __all__ = [
     "RedisRegistry",
     "Registry",
     "SaveResult",
+    "Subscribed",
     "WritableRegistry",
     "YamlRegistry",
     "check_events",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Annotated, Literal, Protocol, runtime_checkable
+from typing import Annotated, Literal, NamedTuple, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
@@ -162,6 +162,14 @@ class Endpoint(BaseModel):
         return [self.secret]
 
 
+class Subscribed(NamedTuple):
+    """What ``Registry.subscribed`` read: the subscribers' ids, and their endpoints (those that exist) when there
+    were few enough; None when there were more."""
+
+    ids: list[str]
+    endpoints: list[Endpoint] | None
+
+
 class Registry(Protocol):
     """Where endpoints live. Reads are all a worker needs; writable backends add more."""
 
@@ -179,6 +187,11 @@ class Registry(Protocol):
 
     def get_many(self, endpoint_ids: Sequence[str]) -> list[Endpoint]:
         """The endpoints with these ids, in this order, in one read; ids that do not exist are skipped."""
+        ...
+
+    def subscribed(self, tenant: str, event_name: str, most: int) -> Subscribed:
+        """``subscribers``, with their endpoints as configured now when there are at most ``most`` of them, in one
+        read: a fan-out that sends its few deliveries itself then reads the registry once, not twice."""
         ...
 
     def tenants(self) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from webhooks.errors import DuplicateEndpointError, EndpointNotFoundError
-from webhooks.registry.base import Endpoint
+from webhooks.registry.base import Endpoint, Subscribed
 
 
 class MemoryRegistry:
@@ -33,6 +33,10 @@ class MemoryRegistry:
 
     def get_many(self, endpoint_ids: Sequence[str]) -> list[Endpoint]:
         return [self._endpoints[endpoint_id] for endpoint_id in endpoint_ids if endpoint_id in self._endpoints]
+
+    def subscribed(self, tenant: str, event_name: str, most: int) -> Subscribed:
+        ids = self.subscribers(tenant, event_name)
+        return Subscribed(ids, self.get_many(ids) if len(ids) <= most else None)
 
     def tenants(self) -> list[str]:
         return sorted({endpoint.tenant for endpoint in self._endpoints.values()})

@@ -41,10 +41,10 @@ from webhooks.errors import (
     RegistryError,
     RegistryUnavailableError,
 )
-from webhooks.registry.base import DEFAULT_OVERLAP_SECONDS, Endpoint, SaveResult
+from webhooks.registry.base import DEFAULT_OVERLAP_SECONDS, Endpoint, SaveResult, Subscribed
 from webhooks.registry.changes import edited, new_endpoint, rotated
 from webhooks.registry.tenant_index import TenantIndex
-from webhooks.store import location
+from webhooks.store import location, script
 
 __all__ = ["Change", "RedisRegistry", "utc_now"]
 
@@ -107,6 +107,17 @@ class RedisRegistry(TenantIndex):
     def subscribers(self, tenant: str, event_name: str) -> list[str]:
         with self._reachable():
             return sorted(cast(set[str], self._redis.smembers(self._event_key(tenant, event_name))))
+
+    def subscribed(self, tenant: str, event_name: str, most: int) -> Subscribed:
+        """One script (``subscribed.lua``): the set, then the documents when there are at most ``most``."""
+        read = script(self._redis, __package__, "subscribed.lua")
+        with self._reachable():
+            ids, raws = read(keys=[self._event_key(tenant, event_name)], args=[self.KEY_ENDPOINT.format(id=""), most])
+        if len(ids) > most:
+            return Subscribed(sorted(ids), None)
+        found = (self._parse(endpoint_id, raw) for endpoint_id, raw in zip(ids, raws, strict=True))
+        endpoints = sorted((endpoint for endpoint in found if endpoint is not None), key=lambda e: e.id)
+        return Subscribed(sorted(ids), endpoints)
 
     def tenants(self) -> list[str]:
         with self._reachable():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from datetime import UTC, datetime
 
@@ -273,6 +274,79 @@ def test_the_inbox_fanout_frees_the_inbox_then_sends_an_event_with_few_subscribe
     assert tasks.fanout_inbox.apply(task_id=lease).get() == 2
     assert len(sent.calls) == 2 and {log.get(f"{event_id}@{e}").state for e in ("crm", "all")} == {State.DELIVERED}
     assert enqueued == [] and not redis_queue.client.exists(KEY_INBOX, KEY_LEASE)
+
+
+@sent.activate
+def test_the_inbox_fanout_hands_the_inbox_on_as_its_posts_leave_not_before_its_gate(
+    registry, log, redis_queue, enqueued, monkeypatch
+):
+    from webhooks import publish_event
+    from webhooks.queue import Inbox
+    from webhooks.queue.inbox import KEY_LEASE, KEY_SENT
+
+    steps: list[str] = []
+
+    class Attempting(batch.Attempting):
+        def __init__(self, *args, **kwargs):
+            steps.append("posts")
+            super().__init__(*args, **kwargs)
+
+    done = Inbox.done
+    monkeypatch.setattr(batch, "Attempting", Attempting)
+    monkeypatch.setattr(Inbox, "done", lambda self, *args: (steps.append("handed on"), done(self, *args))[1])
+    sent.post(URL, status=200)
+    sent.post("https://all.example.com/", status=200)
+    redis_queue.client.zadd(KEY_SENT, {"an event sent alone, not fanned out yet": time.time()})  # it waits
+    event_id = publish_event("user_created", **sample_event_kwargs("user_created"))
+    lease = redis_queue.client.get(KEY_LEASE).decode().removeprefix("scheduled:")
+    assert tasks.fanout_inbox.apply(task_id=lease).get() == 2
+    assert steps == ["posts", "handed on"]
+    assert {log.get(f"{event_id}@{e}").state for e in ("crm", "all")} == {State.DELIVERED}
+
+
+def test_an_inbox_fanout_whose_gate_cannot_reach_the_store_leaves_its_events_in_the_inbox(
+    registry, log, redis_queue, enqueued, monkeypatch
+):
+    import redis as redis_py
+
+    from webhooks import publish_event
+    from webhooks.endpoints import Gate
+    from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE, KEY_SENT
+
+    def store_down(self, *args, **kwargs):
+        raise redis_py.ConnectionError("Connection refused")
+
+    monkeypatch.setattr(Gate, "decide", store_down)
+    redis_queue.client.zadd(KEY_SENT, {"an event sent alone, not fanned out yet": time.time()})  # it waits
+    event_id = publish_event("user_created", **sample_event_kwargs("user_created"))
+    lease = redis_queue.client.get(KEY_LEASE).decode().removeprefix("scheduled:")
+    result = tasks.fanout_inbox.apply(task_id=lease)
+    assert isinstance(result.result, Reject) and result.result.requeue  # back on the queue, whole
+    assert [json.loads(entry)[1] for entry in redis_queue.client.lrange(KEY_INBOX, 0, -1)] == [event_id]
+    assert redis_queue.client.get(KEY_LEASE).decode() == lease  # still this task's: run again, it takes them
+
+
+@sent.activate
+def test_an_inbox_fanout_that_cannot_hand_the_inbox_on_reports_it_and_records_its_attempts(
+    registry, log, redis_queue, enqueued, monkeypatch, caplog
+):
+    from webhooks import publish_event
+    from webhooks.queue import Inbox
+    from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE, KEY_SENT
+
+    def store_down(self, *args):
+        raise OperationalError("Connection refused")
+
+    monkeypatch.setattr(Inbox, "done", store_down)
+    sent.post(URL, status=200)
+    sent.post("https://all.example.com/", status=200)
+    redis_queue.client.zadd(KEY_SENT, {"an event sent alone, not fanned out yet": time.time()})  # it waits
+    event_id = publish_event("user_created", **sample_event_kwargs("user_created"))
+    lease = redis_queue.client.get(KEY_LEASE).decode().removeprefix("scheduled:")
+    assert tasks.fanout_inbox.apply(task_id=lease).get() == 2
+    assert {log.get(f"{event_id}@{e}").state for e in ("crm", "all")} == {State.DELIVERED}
+    assert "1 events of the inbox are fanned out again once its lease lapses" in caplog.text
+    assert redis_queue.client.llen(KEY_INBOX) == 1  # taken again once the lease lapses: a duplicate, never a loss
 
 
 @sent.activate

@@ -505,3 +505,22 @@ def test_a_registry_written_before_tenants_becomes_the_default_tenants_on_first_
     client.srem(RedisRegistry.KEY_BY_EVENT.format(tenant="default", name="user_created"), "crm")
     registry.ensure_layout()  # marked: one read, no re-index
     assert registry.subscribers("default", "user_created") == []
+
+
+@pytest.mark.parametrize("endpoints", [1, 10, 11])
+def test_a_fan_out_of_a_few_reads_their_endpoints_with_their_ids_in_one_round_trip(endpoints):
+    registry = RedisRegistry(CountingRedis(decode_responses=True))
+    for number in range(endpoints):
+        url, secret = f"https://{number}.example.com/", "whsec_x_0123456789abcdef"
+        registry.save(Endpoint(id=f"ep_{number:02}", url=url, secret=secret, events=["user_created"]))
+    registry.save(Endpoint(id="other", url="https://o.example.com/", secret="whsec_x_0123456789abcdef", events=["all"]))
+    registry.disable("ep_00")  # subscribed still: its deliveries are held
+    registry.subscribed("default", "user_created", 10)  # the script loaded, once per server
+    CountingRedis.round_trips = 0
+    ids, read = registry.subscribed("default", "user_created", 10)
+    assert CountingRedis.round_trips == 1
+    assert ids == registry.subscribers("default", "user_created") and "other" in ids
+    if endpoints + 1 > 10:
+        assert read is None  # too many for the fan-out to send itself: each is read when its batch is sent
+    else:
+        assert read == registry.get_many(ids) and not read[0].enabled
