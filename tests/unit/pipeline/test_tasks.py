@@ -259,18 +259,26 @@ def test_an_event_published_alone_is_sent_by_its_own_fanout_which_then_forgets_i
     assert not redis_queue.client.exists(KEY_SENT, KEY_INBOX)
 
 
+def published_into_the_inbox(redis_queue) -> tuple[str, str]:
+    """Publish an event that waits in the inbox (another, sent alone, is not fanned out yet): its id, and the lease
+    its inbox fan-out task runs under."""
+    from webhooks import publish_event
+    from webhooks.queue.inbox import KEY_LEASE, KEY_SENT
+
+    redis_queue.client.zadd(KEY_SENT, {"an event sent alone, not fanned out yet": time.time()})
+    event_id = publish_event("user_created", **sample_event_kwargs("user_created"))
+    return event_id, redis_queue.client.get(KEY_LEASE).decode().removeprefix("scheduled:")
+
+
 @sent.activate
 def test_the_inbox_fanout_frees_the_inbox_then_sends_an_event_with_few_subscribers_itself(
     registry, log, redis_queue, enqueued
 ):
-    from webhooks import publish_event
-    from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE, KEY_SENT
+    from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE
 
     sent.post(URL, status=200)
     sent.post("https://all.example.com/", status=200)
-    redis_queue.client.zadd(KEY_SENT, {"an event sent alone, not fanned out yet": time.time()})  # it waits
-    event_id = publish_event("user_created", **sample_event_kwargs("user_created"))
-    lease = redis_queue.client.get(KEY_LEASE).decode().removeprefix("scheduled:")
+    event_id, lease = published_into_the_inbox(redis_queue)
     assert tasks.fanout_inbox.apply(task_id=lease).get() == 2
     assert len(sent.calls) == 2 and {log.get(f"{event_id}@{e}").state for e in ("crm", "all")} == {State.DELIVERED}
     assert enqueued == [] and not redis_queue.client.exists(KEY_INBOX, KEY_LEASE)
@@ -280,9 +288,7 @@ def test_the_inbox_fanout_frees_the_inbox_then_sends_an_event_with_few_subscribe
 def test_the_inbox_fanout_hands_the_inbox_on_as_its_posts_leave_not_before_its_gate(
     registry, log, redis_queue, enqueued, monkeypatch
 ):
-    from webhooks import publish_event
     from webhooks.queue import Inbox
-    from webhooks.queue.inbox import KEY_LEASE, KEY_SENT
 
     steps: list[str] = []
 
@@ -296,9 +302,7 @@ def test_the_inbox_fanout_hands_the_inbox_on_as_its_posts_leave_not_before_its_g
     monkeypatch.setattr(Inbox, "done", lambda self, *args: (steps.append("handed on"), done(self, *args))[1])
     sent.post(URL, status=200)
     sent.post("https://all.example.com/", status=200)
-    redis_queue.client.zadd(KEY_SENT, {"an event sent alone, not fanned out yet": time.time()})  # it waits
-    event_id = publish_event("user_created", **sample_event_kwargs("user_created"))
-    lease = redis_queue.client.get(KEY_LEASE).decode().removeprefix("scheduled:")
+    event_id, lease = published_into_the_inbox(redis_queue)
     assert tasks.fanout_inbox.apply(task_id=lease).get() == 2
     assert steps == ["posts", "handed on"]
     assert {log.get(f"{event_id}@{e}").state for e in ("crm", "all")} == {State.DELIVERED}
@@ -309,17 +313,14 @@ def test_an_inbox_fanout_whose_gate_cannot_reach_the_store_leaves_its_events_in_
 ):
     import redis as redis_py
 
-    from webhooks import publish_event
     from webhooks.endpoints import Gate
-    from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE, KEY_SENT
+    from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE
 
     def store_down(self, *args, **kwargs):
         raise redis_py.ConnectionError("Connection refused")
 
     monkeypatch.setattr(Gate, "decide", store_down)
-    redis_queue.client.zadd(KEY_SENT, {"an event sent alone, not fanned out yet": time.time()})  # it waits
-    event_id = publish_event("user_created", **sample_event_kwargs("user_created"))
-    lease = redis_queue.client.get(KEY_LEASE).decode().removeprefix("scheduled:")
+    event_id, lease = published_into_the_inbox(redis_queue)
     result = tasks.fanout_inbox.apply(task_id=lease)
     assert isinstance(result.result, Reject) and result.result.requeue  # back on the queue, whole
     assert [json.loads(entry)[1] for entry in redis_queue.client.lrange(KEY_INBOX, 0, -1)] == [event_id]
@@ -330,9 +331,8 @@ def test_an_inbox_fanout_whose_gate_cannot_reach_the_store_leaves_its_events_in_
 def test_an_inbox_fanout_that_cannot_hand_the_inbox_on_reports_it_and_records_its_attempts(
     registry, log, redis_queue, enqueued, monkeypatch, caplog
 ):
-    from webhooks import publish_event
     from webhooks.queue import Inbox
-    from webhooks.queue.inbox import KEY_INBOX, KEY_LEASE, KEY_SENT
+    from webhooks.queue.inbox import KEY_INBOX
 
     def store_down(self, *args):
         raise OperationalError("Connection refused")
@@ -340,9 +340,7 @@ def test_an_inbox_fanout_that_cannot_hand_the_inbox_on_reports_it_and_records_it
     monkeypatch.setattr(Inbox, "done", store_down)
     sent.post(URL, status=200)
     sent.post("https://all.example.com/", status=200)
-    redis_queue.client.zadd(KEY_SENT, {"an event sent alone, not fanned out yet": time.time()})  # it waits
-    event_id = publish_event("user_created", **sample_event_kwargs("user_created"))
-    lease = redis_queue.client.get(KEY_LEASE).decode().removeprefix("scheduled:")
+    event_id, lease = published_into_the_inbox(redis_queue)
     assert tasks.fanout_inbox.apply(task_id=lease).get() == 2
     assert {log.get(f"{event_id}@{e}").state for e in ("crm", "all")} == {State.DELIVERED}
     assert "1 events of the inbox are fanned out again once its lease lapses" in caplog.text
