@@ -77,6 +77,9 @@ if op == 'tend' then
     end
     scored(running, parked, KEYS[1], tenant)
   end
+  -- Last, when the next look is due: the earliest tenant's score (-1: none).
+  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  out[#out + 1] = first[2] or '-1'
   return out
 end
 
@@ -106,12 +109,14 @@ elseif op == 'release' then
   return sent
 elseif op == 'back' then
   -- ARGV[7] '1' to park again, '0' to forget; ARGV[8..] entries admitted but not sent (the broker refused
-  -- them): their slots are freed, and they are parked again at the head, in order, or forgotten (a fan-out
-  -- that is tried again makes them anew).
+  -- them, or the store failed before the fan-out knew): their slots are freed, and they are parked again at the
+  -- head, in order, or forgotten, parked or not (a fan-out that is tried again makes them anew).
   for i = #ARGV, 8, -1 do
     redis.call('ZREM', running, slot_of(ARGV[i]))
     if ARGV[7] == '1' then
       redis.call('LPUSH', parked, ARGV[i])
+    else
+      redis.call('LREM', parked, 1, ARGV[i])
     end
   end
   scored(running, parked, tenants, tenant)

@@ -15,11 +15,12 @@ with none other parked, the oldest goes).
 Parked batches are accepted work: they are in the store, survive any worker, and their deliveries are listed
 as pending in the delivery log from the fan-out on. A slot older than the broker's visibility timeout is taken
 for lost with its worker (by then its message was handed back, or is gone: the reconciliation sends what no
-message carries) and freed by the next script of that tenant, or by housekeeping (:meth:`Admission.tend`),
-which also restarts a tenant whose parked batches have room and nothing running. A batch that ends while the
-store or broker fails cannot free its slot then; its process keeps the slot and frees it with the next batch it
-ends, or at housekeeping's next look, so an outage does not leave a tenant's slots taken until they age out
-(a prefork child has no housekeeping of its own: there the next batch it ends does it). A single delivery
+message carries) and freed by the next script of that tenant, or by housekeeping (:meth:`Admission.tend`, when
+the oldest slot ages out), which also restarts a tenant whose parked batches have room and nothing running.
+What a process cannot tell the store while it fails (a batch that ended frees its slot; a fan-out the broker
+refused gives its slots back) it owes: it tells it with the next batch it ends, or at housekeeping's next tick
+once the store answers, so an outage does not leave a tenant's slots taken until they age out (a prefork child
+has no housekeeping of its own: there the next batch it ends does it). A single delivery
 (``webhooks.deliver``), retries and deliveries sent later for their endpoint's limits are not admitted: one
 delivery holds no one up, and the others are spread out in time by their backoff or their endpoint's pace.
 
@@ -31,10 +32,12 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -47,21 +50,44 @@ from webhooks.queue.base import reachable
 from webhooks.settings import Settings
 from webhooks.store import script, store_client
 
-__all__ = ["TEND_EVERY_SECONDS", "TEND_MOST_TENANTS", "Admission", "admission_for"]
+__all__ = ["TEND_EVERY_SECONDS", "TEND_MOST_TENANTS", "Admission", "Tended", "admission_for", "owing"]
 
 logger = logging.getLogger("webhooks.delivery")
 
-#: Seconds between two of a worker's looks for lost slots and stalled tenants (one script a look).
+#: Most seconds between two of a worker's looks for lost slots and stalled tenants (one read a look, and one
+#: script when a tenant needs it); a look also comes when the oldest slot it saw ages out.
 TEND_EVERY_SECONDS = 30.0
 #: Most tenants one look restarts.
 TEND_MOST_TENANTS = 100
 
-#: A tenant's deliveries in the fan-out's order: ``[[endpoint_id, event_id, body, mac], ...]``.
-Deliveries = Sequence[Sequence[str]]
 
-#: ``[tenant, slot]`` of this process's batches that ended while the store or broker failed, to free again.
-_unfreed: list[Sequence[str]] = []
-_unfreed_lock = threading.Lock()
+@dataclass(frozen=True, slots=True)
+class _Owed:
+    """A script of ``admission.lua`` this process could not run while the store failed, to run once it
+    answers: ``release`` a slot (then send what it takes out), or give entries ``back``."""
+
+    op: str
+    tenant: str
+    args: tuple[str, ...]
+
+
+#: What this process owes the store: in the order it came to owe it.
+_owed: list[_Owed] = []
+_owed_lock = threading.Lock()
+
+
+def owing() -> bool:
+    """Whether this process owes the store a slot freed or given back (housekeeping then settles it)."""
+    return bool(_owed)
+
+
+@dataclass(frozen=True, slots=True)
+class Tended:
+    """What a look admitted (``(tenant, call)`` s), and when the next look is due (Unix seconds; inf: no
+    tenant has slots or parked batches)."""
+
+    admitted: list[tuple[str, TaskCall]]
+    due_at: float
 
 
 class Admission:
@@ -88,50 +114,47 @@ class Admission:
     def admit(self, by_tenant: dict[str, list[list[str]]]) -> list[TaskCall]:
         """The calls to send now for each tenant's deliveries: a single delivery as it is, batches within the
         tenant's room (those it parked before first); the rest are parked. Raises redis-py's errors."""
-        return [call for taken, fresh in self._admit(by_tenant) for call in taken + fresh]
+        return [call for taken, fresh in self._admit(by_tenant, _entries(by_tenant)) for call in taken + fresh]
 
-    def _admit(self, by_tenant: dict[str, list[list[str]]]) -> list[tuple[list[TaskCall], list[TaskCall]]]:
-        """:meth:`admit`, each tenant's calls in two: those parked before and taken out now, and the new ones."""
+    def _admit(
+        self, by_tenant: dict[str, list[list[str]]], entries: dict[str, list[str]]
+    ) -> list[tuple[list[TaskCall], list[TaskCall]]]:
+        """:meth:`admit` of the batches ``entries`` made, each tenant's calls in two: those parked before and
+        taken out now, and the new ones."""
         admitted: list[tuple[list[TaskCall], list[TaskCall]]] = []
         for tenant, deliveries in by_tenant.items():
-            if len(deliveries) == 1:
+            if tenant not in entries:
                 ((endpoint_id, event_id, body, mac),) = deliveries
                 admitted.append(([], [delivery_call(endpoint_id, event_id, body, mac)]))
                 continue
-            entries = [
-                _entry(deliveries[start : start + DELIVERIES_PER_BATCH])
-                for start in range(0, len(deliveries), DELIVERIES_PER_BATCH)
-            ]
-            taken, fresh = self._run("admit", tenant, entries)
+            made = entries[tenant]
+            taken, fresh = self._run("admit", tenant, made)
             admitted.append(
-                ([_call(tenant, entry) for entry in taken], [_call(tenant, entries[int(i) - 1]) for i in fresh])
+                ([_call(tenant, entry) for entry in taken], [_call(tenant, made[int(i) - 1]) for i in fresh])
             )
         return admitted
 
-    def release(self, tenant: str, slot: str) -> list[TaskCall]:
-        """Free the slot of a batch that ended; the calls of the tenant's parked batches that now have room."""
-        return [_call(tenant, entry) for entry in self._run("release", tenant, [slot])]
-
-    def give_back(self, tenant: str, calls: Sequence[TaskCall], *, park: bool = True) -> None:
+    def give_back(self, tenant: str, calls: Sequence[TaskCall]) -> None:
         """Free the slots of admitted calls that the broker refused and park them again at the head
-        (housekeeping sends them), or, unless ``park``, forget them (a fan-out tried again makes them anew)."""
-        entries = [f"{slot[1]} {json.dumps(call.args[0])}" for call in calls if (slot := _slot_of(call)) is not None]
+        (housekeeping sends them). When the store fails too, this process owes it and does so once it answers."""
+        entries = [_entry_of(call) for call in calls if _slot_of(call) is not None]
         if entries:
-            self._run("back", tenant, ["1" if park else "0", *entries])
+            self._run_or_owe(_Owed("back", tenant, ("1", *entries)))
 
-    def tend(self) -> list[tuple[str, TaskCall]]:
-        """Free lost slots and admit what has room, for the tenants that need it now: ``(tenant, call)`` s.
-        Mostly none does (every worker tends, idle or not): that costs one read, and the script runs only when
-        one does."""
+    def tend(self) -> Tended:
+        """Free lost slots and admit what has room, for the tenants that need it now. Mostly none does (every
+        worker tends, idle or not): that costs one read, and the script runs only when one does."""
         now = self.clock()
-        if not self.store.zrangebyscore(self.KEY_TENANTS, "-inf", now, start=0, num=1):
-            return []
-        found = script(self.store, __package__, "admission.lua")(
+        first: Any = self.store.zrange(self.KEY_TENANTS, 0, 0, withscores=True)  # [(tenant, score)]
+        if not first or first[0][1] > now:
+            return Tended([], first[0][1] if first else math.inf)
+        *found, due_at = script(self.store, __package__, "admission.lua")(
             keys=[self.KEY_TENANTS],
             args=["tend", now, self.limit, self.lost_after_seconds, KEY_LINE]
             + [self.KEY_RUNNING, self.KEY_PARKED, TEND_MOST_TENANTS],
         )
-        return [(tenant, _call(tenant, entry)) for tenant, entry in zip(found[::2], found[1::2], strict=True)]
+        admitted = [(tenant, _call(tenant, entry)) for tenant, entry in zip(found[::2], found[1::2], strict=True)]
+        return Tended(admitted, float(due_at) if float(due_at) >= 0 else math.inf)
 
     def waiting(self, tenant: str) -> tuple[int, int]:
         """How many batches of ``tenant`` hold a slot, and how many are parked."""
@@ -141,6 +164,20 @@ class Admission:
             running, parked = pipe.execute()
         return int(running), int(parked)
 
+    def _run_or_owe(self, owed: _Owed) -> Any:
+        """Run ``owed``'s script; when the store fails, owe it (the error is not raised) and return None."""
+        try:
+            return self._run(owed.op, owed.tenant, owed.args)
+        except redis.RedisError as exc:
+            with _owed_lock:
+                _owed.append(owed)
+            logger.warning(
+                "Tenant %s's batch slots are freed, and its next parked batch sent, once the store answers: %s",
+                owed.tenant,
+                exc,
+            )
+            return None
+
     def _run(self, op: str, tenant: str, args: Sequence[str]) -> Any:
         keys = [self.KEY_RUNNING.format(tenant=tenant), self.KEY_PARKED.format(tenant=tenant), self.KEY_TENANTS]
         return script(self.store, __package__, "admission.lua")(
@@ -149,20 +186,31 @@ class Admission:
 
     def fan_out(self, queue: Queue, by_tenant: dict[str, list[list[str]]]) -> list[TaskCall]:
         """:meth:`admit` and send; returns the calls sent. When the store or the broker fails, kombu's
-        ``OperationalError`` is raised: the batches parked before and taken out now are parked again, and the
-        slots of the new ones freed (the fan-out is tried again and admits its deliveries anew)."""
-        with reachable():  # a store outage is retried as the broker's are
-            admitted = self._admit(by_tenant)
+        ``OperationalError`` is raised, and what the fan-out did undone (it is tried again and admits its
+        deliveries anew): the batches parked before and taken out now are parked again, and the batches it made
+        forgotten, their slots freed. A script that ran but whose answer was lost with the store is undone too,
+        except for parked batches it took out: the reconciliation sends those again, their slots age out."""
+        entries = _entries(by_tenant)
+        try:
+            with reachable():  # a store outage is retried as the broker's are
+                admitted = self._admit(by_tenant, entries)
+        except OperationalError:
+            self._forget(entries)
+            raise
         calls = [call for taken, fresh in admitted for call in taken + fresh]
         try:
             queue.send(calls)
         except OperationalError:
-            with reachable():
-                for tenant, (taken, fresh) in zip(by_tenant, admitted, strict=True):
-                    self.give_back(tenant, taken)
-                    self.give_back(tenant, fresh, park=False)
+            for tenant, (taken, _) in zip(by_tenant, admitted, strict=True):
+                self.give_back(tenant, taken)
+            self._forget(entries)
             raise
         return calls
+
+    def _forget(self, entries: dict[str, list[str]]) -> None:
+        """Free the slots of the batches ``entries`` made, and remove those parked."""
+        for tenant, made in entries.items():
+            self._run_or_owe(_Owed("back", tenant, ("0", *made)))
 
     def send(self, queue: Queue, tenant: str, calls: Sequence[TaskCall]) -> None:
         """Send calls taken out of ``tenant``'s parked batches; those the broker refuses are parked again, and
@@ -175,40 +223,44 @@ class Admission:
 
     def ended(self, queue: Queue, admitted: Sequence[str]) -> None:
         """A batch admitted as ``[tenant, slot]`` ended: free its slot and send the tenant's next parked batch,
-        after those this process could not free before. A store that fails is logged and the slot kept to free
-        again (:meth:`free_again`); a broker that refuses the next batch, logged (it is parked again)."""
-        self.free_again(queue)
-        self._free(queue, admitted)
-
-    def free_again(self, queue: Queue) -> None:
-        """Free the slots of this process's batches that ended while the store or broker failed."""
-        with _unfreed_lock:
-            pending = list(_unfreed)
-            _unfreed.clear()
-        for admitted in pending:
-            self._free(queue, admitted)
-
-    def _free(self, queue: Queue, admitted: Sequence[str]) -> None:
+        after what this process owed the store. A store that fails is logged and the slot owed
+        (:meth:`settle`); a broker that refuses the next batch, logged (it is parked again)."""
         tenant, slot = admitted
-        try:
-            calls = self.release(tenant, slot)
-        except redis.RedisError as exc:
-            with _unfreed_lock:
-                _unfreed.append(admitted)
-            logger.warning("Tenant %s's batch slot is freed, and its next parked batch sent, later: %s", tenant, exc)
+        self.settle(queue)
+        release = _Owed("release", tenant, (slot,))
+        self._send_taken(queue, release, self._run_or_owe(release))
+
+    def settle(self, queue: Queue) -> None:
+        """Tell the store what this process owes it (slots freed or given back while it failed), in order; what
+        it still cannot tell stays owed."""
+        with _owed_lock:
+            owed = list(_owed)
+            _owed.clear()
+        for done, each in enumerate(owed):
+            try:
+                answer = self._run(each.op, each.tenant, each.args)
+            except redis.RedisError:
+                with _owed_lock:
+                    _owed[:0] = owed[done:]
+                return
+            self._send_taken(queue, each, answer)
+
+    def _send_taken(self, queue: Queue, owed: _Owed, answer: Any) -> None:
+        """Send the parked batches a ``release`` took out (its ``answer``; None: it is owed)."""
+        if owed.op != "release" or answer is None:
             return
         try:
-            self.send(queue, tenant, calls)
+            self.send(queue, owed.tenant, [_call(owed.tenant, entry) for entry in answer])
         except (OperationalError, redis.RedisError) as exc:  # parked again: housekeeping sends it
-            logger.warning("Tenant %s's next parked batch is sent later by housekeeping: %s", tenant, exc)
+            logger.warning("Tenant %s's next parked batch is sent later by housekeeping: %s", owed.tenant, exc)
 
-    def tend_and_send(self, queue: Queue) -> int:
-        """:meth:`free_again` and :meth:`tend`, then send what it admitted; returns how many batches it sent.
+    def tend_and_send(self, queue: Queue) -> float:
+        """:meth:`settle` and :meth:`tend`, then send what it admitted; returns when the next look is due.
         Raises the broker's error once every tenant's calls were tried (those refused are parked again)."""
-        self.free_again(queue)
-        admitted = self.tend()
+        self.settle(queue)
+        tended = self.tend()
         by_tenant: dict[str, list[TaskCall]] = {}
-        for tenant, call in admitted:
+        for tenant, call in tended.admitted:
             by_tenant.setdefault(tenant, []).append(call)
         refused: OperationalError | None = None
         for tenant, calls in by_tenant.items():
@@ -218,7 +270,7 @@ class Admission:
                 refused = exc
         if refused is not None:
             raise refused
-        return len(admitted)
+        return tended.due_at
 
 
 def admission_for(settings: Settings, store: redis.Redis | None = None) -> Admission:
@@ -239,8 +291,21 @@ def _slot_of(call: TaskCall) -> tuple[str, str] | None:
     return str(tenant), str(slot)
 
 
-def _entry(deliveries: Deliveries) -> str:
-    return f"{uuid.uuid4().hex} {json.dumps([list(delivery) for delivery in deliveries])}"
+def _entries(by_tenant: dict[str, list[list[str]]]) -> dict[str, list[str]]:
+    """Each tenant's deliveries in parked entries of a batch each, with new slots; none for a single delivery."""
+    return {
+        tenant: [
+            f"{uuid.uuid4().hex} {json.dumps(deliveries[start : start + DELIVERIES_PER_BATCH])}"
+            for start in range(0, len(deliveries), DELIVERIES_PER_BATCH)
+        ]
+        for tenant, deliveries in by_tenant.items()
+        if len(deliveries) > 1
+    }
+
+
+def _entry_of(call: TaskCall) -> str:
+    """The parked entry of a call this admitted: its slot and deliveries."""
+    return f"{call.args[2][1]} {json.dumps(call.args[0])}"
 
 
 def _call(tenant: str, entry: str) -> TaskCall:

@@ -3,7 +3,8 @@
 It moves a Redis broker's due retries onto the queue and schedules a fan-out of the inbox whose task was lost
 (``queue/chores.py``, at the time it says or when a retry this process put waiting is due),
 says this worker is alive and looks for dead ones, frees tenants' slots lost with a worker and restarts their
-parked batches (``admission.py``, every TEND_EVERY_SECONDS), and, when it is its turn or a dead worker's
+parked batches (``admission.py``, every TEND_EVERY_SECONDS or when the oldest slot ages out, and at the next tick
+what this process could not tell the store while it failed), and, when it is its turn or a dead worker's
 messages must be back, sends again the deliveries no message carries any more (``reconcile.py``). Between those
 times it only reads the clock, so an idle worker costs Redis a few commands a minute.
 """
@@ -114,12 +115,17 @@ class Chores:
         if self.broker.needed and now >= queue_at:
             self.queue_at = self.looked_at = now  # tried again at the next tick if it fails
             self.queue_at = self.broker.run(now, inbox_fanout_call)
-        if now < min(self.heartbeat_at, self.dead_at, self.look_at, self.urgent_at, self.tend_at):
+        if now < min(self.heartbeat_at, self.dead_at, self.look_at, self.urgent_at, self.tend_at) and not (
+            admission.owing()
+        ):
             return
         store = store_client(settings)
+        if admission.owing():
+            admission.admission_for(settings, store).settle(self.queue)
         if now >= self.tend_at:
-            self.tend_at = now + admission.TEND_EVERY_SECONDS
-            admission.admission_for(settings, store).tend_and_send(self.queue)
+            self.tend_at = now + admission.TEND_EVERY_SECONDS  # tried again then if it fails
+            due_at = admission.admission_for(settings, store).tend_and_send(self.queue)
+            self.tend_at = min(self.tend_at, max(due_at, now + TICK_SECONDS))
         if now >= self.heartbeat_at:
             reconcile.heartbeat(store, self.worker, now)
             self.heartbeat_at = now + reconcile.HEARTBEAT_SECONDS

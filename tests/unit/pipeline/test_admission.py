@@ -4,14 +4,19 @@ takes the next one out, lost slots expire, and housekeeping restarts a backlog n
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import fakeredis
 import pytest
 import redis
 from kombu.exceptions import OperationalError
 
+from tests.cli import unreachable_redis
 from webhooks.endpoints.keys import KEY_LINE
-from webhooks.pipeline.admission import Admission
+from webhooks.pipeline import admission as admission_module
+from webhooks.pipeline.admission import Admission, Tended, owing
 from webhooks.pipeline.calls import DELIVER_MANY_TASK, DELIVER_TASK, DELIVERIES_PER_BATCH
 from webhooks.queue import TaskCall
 
@@ -61,6 +66,13 @@ def first_events(calls: list[TaskCall]) -> list[str]:
     return [call.args[0][0][1] for call in calls]
 
 
+def ended(admission: Admission, call: TaskCall) -> list[TaskCall]:
+    """End ``call``'s batch; the parked batches that took its place, as sent."""
+    queue = Queue()
+    admission.ended(queue, call.args[2])
+    return queue.sent
+
+
 def test_a_tenant_gets_its_slots_and_the_rest_of_its_batches_is_parked_in_order(admission):
     calls = admission.admit({"a": deliveries(5)})
     assert [call.name for call in calls] == [DELIVER_MANY_TASK] * 2
@@ -91,7 +103,7 @@ def test_new_batches_of_a_tenant_with_parked_ones_wait_behind_them(admission):
 
 def test_a_batch_that_ends_frees_its_slot_and_takes_the_next_parked_one_out(admission):
     first, _ = admission.admit({"a": deliveries(4)})
-    (next_call,) = admission.release("a", first.args[2][1])
+    (next_call,) = ended(admission, first)
     assert first_events([next_call]) == ["evt_200"]
     assert admission.waiting("a") == (2, 1)
 
@@ -109,8 +121,8 @@ def test_a_parked_batch_whose_endpoint_has_a_line_goes_behind_its_tenants_others
     first, second = admission.admit({"a": to("crm", 2, "crm")})
     admission.admit({"a": to("slow", 2, "slow") + to("crm", 1, "more")})
     lined(admission, clock, "slow")
-    assert first_events(admission.release("a", first.args[2][1])) == ["more_0"]  # not "slow_0": it would only wait
-    assert first_events(admission.release("a", second.args[2][1])) == ["slow_0"]  # none other is parked
+    assert first_events(ended(admission, first)) == ["more_0"]  # not "slow_0": it would only wait
+    assert first_events(ended(admission, second)) == ["slow_0"]  # none other is parked
     assert admission.waiting("a") == (2, 1)
 
 
@@ -118,7 +130,7 @@ def test_a_line_that_has_passed_leaves_the_order_as_it_was(admission, clock):
     first, _ = admission.admit({"a": to("crm", 2, "crm")})
     admission.admit({"a": to("slow", 1, "slow") + to("crm", 1, "more")})
     lined(admission, clock, "slow", seconds=-1)
-    assert first_events(admission.release("a", first.args[2][1])) == ["slow_0"]
+    assert first_events(ended(admission, first)) == ["slow_0"]
 
 
 def test_a_batch_goes_in_its_turn_when_one_of_its_endpoints_has_no_line(admission, clock):
@@ -126,21 +138,21 @@ def test_a_batch_goes_in_its_turn_when_one_of_its_endpoints_has_no_line(admissio
     mixed = to("slow", 1, "slow")[:50] + to("crm", 1, "mixed")[:50]
     admission.admit({"a": mixed + to("crm", 1, "more")})
     lined(admission, clock, "slow")
-    assert first_events(admission.release("a", first.args[2][1])) == ["slow_0"]
+    assert first_events(ended(admission, first)) == ["slow_0"]
 
 
 def test_batches_that_all_have_lines_still_go_oldest_first(admission, clock):
     first, second = admission.admit({"a": to("crm", 2, "crm")})
     admission.admit({"a": to("slow", 3, "slow")})
     lined(admission, clock, "slow")
-    assert first_events(admission.release("a", first.args[2][1])) == ["slow_0"]
-    assert first_events(admission.release("a", second.args[2][1])) == ["slow_100"]
+    assert first_events(ended(admission, first)) == ["slow_0"]
+    assert first_events(ended(admission, second)) == ["slow_100"]
 
 
 def test_a_slot_released_twice_frees_only_once(admission):
     first, _ = admission.admit({"a": deliveries(5)})
-    assert len(admission.release("a", first.args[2][1])) == 1
-    assert admission.release("a", first.args[2][1]) == []
+    assert len(ended(admission, first)) == 1
+    assert ended(admission, first) == []
     assert admission.waiting("a") == (2, 2)
 
 
@@ -161,12 +173,15 @@ def test_every_parked_batch_is_sent_once_as_batches_end(admission):
 
 
 def test_housekeeping_frees_a_slot_whose_task_was_lost_and_sends_the_next_batch(admission, clock):
+    admitted_at = clock.now
     admission.admit({"a": deliveries(3)})  # two running, whose tasks are lost with their worker: never released
     clock.now += LOST_AFTER_SECONDS - 1
-    assert admission.tend() == []
+    assert admission.tend() == Tended([], admitted_at + LOST_AFTER_SECONDS)  # the next look: when they age out
     clock.now += 2
-    ((tenant, call),) = admission.tend()
+    tended = admission.tend()
+    ((tenant, call),) = tended.admitted
     assert (tenant, first_events([call])) == ("a", ["evt_200"])
+    assert tended.due_at == clock.now + LOST_AFTER_SECONDS
     assert admission.waiting("a") == (1, 0)
 
 
@@ -186,15 +201,19 @@ def test_housekeeping_restarts_a_backlog_with_no_running_batch(admission):
     admission.ended(queue, second.args[2])
     assert admission.waiting("a") == (0, 2)
     queue.down = False
-    assert admission.tend_and_send(queue) == 2
+    assert admission.tend_and_send(queue) == admission.clock() + LOST_AFTER_SECONDS
     assert first_events(queue.sent) == ["evt_200", "evt_300"]
     assert admission.waiting("a") == (2, 0)
 
 
 def test_housekeeping_leaves_tenants_with_room_and_nothing_parked_alone(admission):
     admission.admit({"a": deliveries(1)})
-    assert admission.tend() == []
+    assert admission.tend().admitted == []
     assert admission.waiting("a") == (1, 0)
+
+
+def test_with_no_tenant_waiting_the_next_look_is_due_never(admission):
+    assert admission.tend() == Tended([], math.inf)
 
 
 def test_a_fan_out_the_broker_refuses_frees_its_slots_so_that_its_retry_is_admitted(admission):
@@ -208,8 +227,6 @@ def test_a_fan_out_the_broker_refuses_frees_its_slots_so_that_its_retry_is_admit
 
 
 def test_a_store_outage_in_the_fan_out_is_raised_as_the_brokers_error(clock):
-    from tests.cli import unreachable_redis
-
     admission = Admission(unreachable_redis(), limit=2, lost_after_seconds=60, clock=clock)
     with pytest.raises(OperationalError):
         admission.fan_out(Queue(), {"a": deliveries(1)})
@@ -224,8 +241,8 @@ def test_a_tenants_parked_batches_survive_its_workers(admission):
 def test_a_fan_out_the_broker_refuses_parks_again_what_it_took_out_of_the_backlog(admission):
     queue = Queue()
     first, second = admission.admit({"a": deliveries(3)})
-    admission.release("a", first.args[2][1])  # its next batch taken out, never sent: a lost slot
-    admission.release("a", second.args[2][1])
+    ended(admission, first)  # its next batch taken out, never sent: a lost slot
+    ended(admission, second)
     admission.store.delete(Admission.KEY_RUNNING.format(tenant="a"))
     admission.store.rpush(Admission.KEY_PARKED.format(tenant="a"), f"parked {json.dumps(deliveries(1, 'old'))}")
     queue.down = True
@@ -236,28 +253,78 @@ def test_a_fan_out_the_broker_refuses_parks_again_what_it_took_out_of_the_backlo
     assert entry.startswith("parked ")
 
 
-def test_a_slot_a_store_outage_kept_is_freed_at_housekeepings_next_look(admission, monkeypatch):
+def test_a_slot_a_store_outage_kept_is_freed_once_the_store_answers(admission):
     queue = Queue()
     first, second = admission.fan_out(queue, {"a": deliveries(3)})
-    with monkeypatch.context() as outage:
-        outage.setattr(admission, "release", lambda *_: (_ for _ in ()).throw(redis.ConnectionError("Redis is down.")))
-        admission.ended(queue, first.args[2])  # the store is unreachable: nothing freed, nothing sent
+    with store_down(admission):
+        admission.ended(queue, first.args[2])  # nothing freed, nothing sent: owed
+        assert owing()
+        admission.settle(queue)  # the store still fails: still owed
+        assert owing()
     assert admission.waiting("a") == (2, 1)
     queue.sent = []
-    assert admission.tend_and_send(queue) == 0  # the kept slot freed first: its next batch sent with it
+    admission.settle(queue)  # housekeeping's next tick
+    assert not owing()
     assert first_events(queue.sent) == ["evt_200"]
     assert admission.waiting("a") == (2, 0)
     admission.ended(queue, second.args[2])
     assert admission.waiting("a") == (1, 0)
 
 
-def test_a_slot_a_store_outage_kept_is_freed_with_the_next_batch_that_ends(admission, monkeypatch):
+def test_a_slot_a_store_outage_kept_is_freed_with_the_next_batch_that_ends(admission):
     queue = Queue()
     first, second = admission.fan_out(queue, {"a": deliveries(4)})
-    with monkeypatch.context() as outage:
-        outage.setattr(admission, "release", lambda *_: (_ for _ in ()).throw(redis.ConnectionError("Redis is down.")))
+    with store_down(admission):
         admission.ended(queue, first.args[2])
     queue.sent = []
     admission.ended(queue, second.args[2])  # frees the kept slot first, then its own
     assert first_events(queue.sent) == ["evt_200", "evt_300"]
     assert admission.waiting("a") == (2, 0)
+
+
+def test_a_fan_out_refused_by_the_broker_while_the_store_fails_gives_its_slots_back_once_it_answers(admission):
+    queue = Queue()
+    admit = admission._admit
+
+    def admitted_then_down(*args):
+        calls = admit(*args)
+        queue.down, admission.store = True, unreachable_redis()  # the broker and the store go down together
+        return calls
+
+    store, admission._admit = admission.store, admitted_then_down
+    with pytest.raises(OperationalError):
+        admission.fan_out(queue, {"a": deliveries(3)})
+    assert owing()
+    admission.store = store
+    admission.settle(queue)
+    assert admission.waiting("a") == (0, 0)  # nothing held: the fan-out tried again admits its batches anew
+
+
+def test_a_fan_out_whose_admission_answer_was_lost_frees_the_slots_it_made_and_forgets_what_it_parked(admission):
+    admit = admission._admit
+
+    def answer_lost(*args):
+        admit(*args)  # the script ran ...
+        raise redis.ConnectionError("Connection closed by server.")  # ... and Redis went away before answering
+
+    admission._admit = answer_lost
+    with pytest.raises(OperationalError):
+        admission.fan_out(Queue(), {"a": deliveries(3)})
+    assert admission.waiting("a") == (0, 0)
+    assert not owing()
+
+
+@contextmanager
+def store_down(admission: Admission) -> Iterator[None]:
+    store, admission.store = admission.store, unreachable_redis()
+    try:
+        yield
+    finally:
+        admission.store = store
+
+
+@pytest.fixture(autouse=True)
+def nothing_owed() -> Iterator[None]:
+    """Each test starts and ends owing the store nothing (what a process owes is the process's)."""
+    yield
+    admission_module._owed.clear()

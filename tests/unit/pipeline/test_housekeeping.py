@@ -102,8 +102,39 @@ def test_while_the_worker_runs_tasks_the_queue_is_looked_after_every_second(stor
     assert len(queue.runs) - len(busy) <= 1  # idle again: the next look when the last one said
 
 
+def tends(monkeypatch, due_at: float = math.inf) -> list[float]:
+    """When each of housekeeping's looks at the tenants' admission comes; each says the next is due ``due_at``."""
+    tended: list[float] = []
+    monkeypatch.setattr(admission.Admission, "tend_and_send", lambda self, queue: tended.append(1) or due_at)
+    return tended
+
+
 def test_an_idle_worker_tends_the_tenants_admission_at_its_own_pace(store, looks, monkeypatch):
-    tended = []
-    monkeypatch.setattr(admission.Admission, "tend_and_send", lambda self, queue: tended.append(self.store) or 0)
+    tended = tends(monkeypatch)
     tick(Chores(Broker(), None, "w1@host", idle), 1000.0, 60)
-    assert tended == [store] * int(60 / admission.TEND_EVERY_SECONDS)
+    assert len(tended) == int(60 / admission.TEND_EVERY_SECONDS)
+
+
+def test_the_tenants_admission_is_tended_within_a_tick_of_when_its_oldest_slot_ages_out(store, looks, monkeypatch):
+    times: list[float] = []
+    due = iter([1007.2, math.inf])
+    monkeypatch.setattr(admission.Admission, "tend_and_send", lambda self, queue: times.append(now[0]) or next(due))
+    worker, now = Chores(Broker(), None, "w1@host", idle), [1000.0]
+    while now[0] < 1020:
+        worker.run(SETTINGS, now[0])
+        now[0] += housekeeping.TICK_SECONDS
+    assert times[0] == 1000.0
+    assert 1007.2 <= times[1] < 1007.2 + housekeeping.TICK_SECONDS  # not TEND_EVERY_SECONDS later
+    assert len(times) == 2
+
+
+def test_what_the_process_owes_the_store_is_settled_at_the_next_tick(store, looks, monkeypatch):
+    tends(monkeypatch)
+    worker = Chores(Broker(), None, "w1@host", idle)
+    worker.run(SETTINGS, 1000.0)
+    settled: list[float] = []
+    monkeypatch.setattr(admission, "owing", lambda: not settled)
+    monkeypatch.setattr(admission.Admission, "settle", lambda self, queue: settled.append(1))
+    worker.run(SETTINGS, 1000.5)  # nothing else due
+    worker.run(SETTINGS, 1001.0)
+    assert settled == [1]
