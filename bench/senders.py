@@ -215,7 +215,8 @@ def register(harness: Harness, urls: list[str]) -> list[str]:
     the delivery log to its cap, so that every run's records trim it as a production log's do."""
     client = harness.redis(STORE_DB)
     client.flushdb()
-    registry = RedisRegistry(client)
+    # One tenant with I's 10,000 endpoints: an install that has them raises WEBHOOKS_MAX_ENDPOINTS_PER_TENANT.
+    registry = RedisRegistry(client, max_endpoints_per_tenant=len(urls))
     ids = [f"bench{n}" for n in range(len(urls))]
     for endpoint_id, url in zip(ids, urls, strict=True):
         registry.save(Endpoint(id=endpoint_id, url=url, secret=SECRET, events=frozenset({EVENT_NAME})))
