@@ -201,7 +201,16 @@ def test_two_workers_survive_five_redis_crashes_and_deliver_every_accepted_event
         after = len(accepted) + EVENTS_PER_ROUND
         wait_until(lambda: len(accepted) >= after, timeout=60, what="events to be accepted after the last outage")
     everything = set(accepted)
-    wait_until(lambda: all_delivered(everything), timeout=RECOVERY_SECONDS, what="every accepted event delivered")
+    try:
+        wait_until(lambda: all_delivered(everything), timeout=RECOVERY_SECONDS)
+    except WorkerExitedError:
+        raise
+    except AssertionError:
+        missing = sorted(everything - delivered())
+        raise AssertionError(
+            f"Within {RECOVERY_SECONDS} s of the last event accepted after the last outage: {len(missing)} of the "
+            f"{len(everything)} events accepted not delivered ({', '.join(missing[:10])})."
+        ) from None
     both_alive()
     for worker in workers:
         assert "Unrecoverable error" not in worker.output()
