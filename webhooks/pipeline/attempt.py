@@ -59,6 +59,14 @@ class Made:
         number = self.attempt.number
         return f"{self.attempt.result} from endpoint {self.endpoint_id!r} (attempt {number} of {MAX_ATTEMPTS})"
 
+    @property
+    def asked_wait_seconds(self) -> float | None:
+        """The receiver's ``Retry-After`` counted from when this attempt was made, as ``scheduled`` counts: the
+        receiver counts it from its answer (RFC 9110), which came ``latency_ms`` later."""
+        if self.retry_after is None:
+            return None
+        return self.retry_after + self.attempt.latency_ms / 1000
+
     def scheduled(self, countdown: float) -> Made:
         """This attempt, with the next one due ``countdown`` seconds after it was made."""
         return replace(

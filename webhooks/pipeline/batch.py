@@ -164,7 +164,7 @@ def settle(parts: Parts, ran: Ran) -> dict[str, int]:
     receivers deduplicate on the event id; none is lost).
     """
     made = [
-        one.scheduled(retry_countdown(parts.settings, one.attempt.number, one.retry_after))
+        one.scheduled(retry_countdown(parts.settings, one.attempt.number, one.asked_wait_seconds))
         if one.state is State.RETRYING
         else one
         for one in ran.made

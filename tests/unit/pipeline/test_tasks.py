@@ -17,8 +17,9 @@ from tests.cli import unreachable_redis
 from tests.macs import event, tied
 from webhooks.errors import PermanentDeliveryError, RetryableDeliveryError
 from webhooks.events import build_event, serialize
-from webhooks.log import DeliveryLog, DeliveryQuery, FannedOut, State
+from webhooks.log import Attempt, DeliveryLog, DeliveryQuery, FannedOut, State
 from webhooks.pipeline import batch, process, stragglers, task_run, tasks
+from webhooks.pipeline.attempt import Made
 from webhooks.pipeline.sender import Sender
 from webhooks.registry import Endpoint, MemoryRegistry
 from webhooks.samples import sample_event_kwargs
@@ -423,6 +424,15 @@ def test_a_retry_after_in_a_batch_lengthens_its_retry_due_time(registry, log, en
     (retry,) = enqueued
     failed = log.get("evt_1@crm").history[0]
     assert retry.due == pytest.approx(failed.at.timestamp() + min(600, tasks.deliver.retry_backoff_max), abs=1)
+
+
+def test_a_retry_after_is_counted_from_the_receivers_answer_not_from_when_the_attempt_began():
+    at = datetime.now(UTC)
+    attempt = Attempt(number=1, at=at, outcome="retry", latency_ms=250.0, status_code=429)
+    made = Made("crm", "evt_1", "{}", attempt, retry_after=3.0)
+    assert made.asked_wait_seconds == pytest.approx(3.25)
+    due = made.scheduled(batch.retry_countdown(tasks.settings, 1, made.asked_wait_seconds)).attempt.next_retry_at
+    assert due is not None and (due - at).total_seconds() >= 3.25
 
 
 def test_a_retry_reason_reads_as_a_sentence_in_flower():
