@@ -123,7 +123,7 @@ def test_health_counts_deliveries_the_last_delivery_and_no_latency_without_a_res
     page = page_of(client, f"/endpoints/{endpoint.id}")
     assert '<span class="count retrying">2 retried</span>' in page and "28 retrying" not in page
     assert '<span class="count attempts">28 attempts</span>' in page
-    assert "p50" not in page  # refused connections have no latency
+    assert "p50 ≤" not in page  # refused connections have no latency (a bare "p50" may be in a random token)
     assert "None in the delivery log" in page
     attempt_series(log, "evt_c", endpoint.id, [200])
     page = page_of(client, f"/endpoints/{endpoint.id}")
