@@ -65,6 +65,18 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def free_port_with_free_neighbour(offset: int) -> int:
+    """A free port whose port + offset is free too, for a launcher (honcho) that numbers ports from a base."""
+    while True:
+        port = free_port()
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port + offset))
+            except OSError:
+                continue
+        return port
+
+
 @dataclass
 class RedisServer:
     port: int

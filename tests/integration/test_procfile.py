@@ -15,7 +15,7 @@ import requests
 
 from tests.integration.conftest import BIN, publish, service_env, write_registry
 from tests.receiver import fail_first
-from tests.servers import free_port
+from tests.servers import free_port_with_free_neighbour
 from tests.waiting import wait_until
 from webhooks.samples import sample_event_kwargs
 
@@ -48,7 +48,7 @@ def honcho(redis_server, receiver, tmp_path):
         WEBHOOKS_ADMIN_PASSWORD="honcho-operator",
         WEBHOOKS_SECRET_KEY="honcho-session-key-" + "x" * 16,
     )
-    flower_port = free_port()
+    flower_port = free_port_with_free_neighbour(100)  # web listens on Flower's port + 100
     no_env_file = tmp_path / "empty.env"
     no_env_file.write_text("")
     log_path = tmp_path / "honcho.log"
