@@ -38,13 +38,13 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import redis
 from kombu.exceptions import OperationalError
 
 from webhooks.endpoints.keys import KEY_LINE
-from webhooks.pipeline.calls import DELIVER_MANY_TASK, DELIVERIES_PER_BATCH, admitted_call, delivery_call
+from webhooks.pipeline.calls import DELIVERIES_PER_BATCH, admitted_call, delivery_call
 from webhooks.queue import Queue, TaskCall
 from webhooks.queue.base import reachable
 from webhooks.settings import Settings
@@ -66,7 +66,7 @@ class _Owed:
     """A script of ``admission.lua`` this process could not run while the store failed, to run once it
     answers: ``release`` a slot (then send what it takes out), or give entries ``back``."""
 
-    op: str
+    op: Literal["release", "back"]
     tenant: str
     args: tuple[str, ...]
 
@@ -83,10 +83,10 @@ def owing() -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Tended:
-    """What a look admitted (``(tenant, call)`` s), and when the next look is due (Unix seconds; inf: no
+    """What a look admitted (``(tenant, parked entry)`` s), and when the next look is due (Unix seconds; inf: no
     tenant has slots or parked batches)."""
 
-    admitted: list[tuple[str, TaskCall]]
+    admitted: list[tuple[str, str]]
     due_at: float
 
 
@@ -114,30 +114,29 @@ class Admission:
     def admit(self, by_tenant: dict[str, list[list[str]]]) -> list[TaskCall]:
         """The calls to send now for each tenant's deliveries: a single delivery as it is, batches within the
         tenant's room (those it parked before first); the rest are parked. Raises redis-py's errors."""
-        return [call for taken, fresh in self._admit(by_tenant, _entries(by_tenant)) for call in taken + fresh]
+        return [call for _, taken, fresh in self._admit(by_tenant, _entries(by_tenant)) for call in taken + fresh]
 
     def _admit(
         self, by_tenant: dict[str, list[list[str]]], entries: dict[str, list[str]]
-    ) -> list[tuple[list[TaskCall], list[TaskCall]]]:
-        """:meth:`admit` of the batches ``entries`` made, each tenant's calls in two: those parked before and
-        taken out now, and the new ones."""
-        admitted: list[tuple[list[TaskCall], list[TaskCall]]] = []
+    ) -> list[tuple[list[str], list[TaskCall], list[TaskCall]]]:
+        """:meth:`admit` of the batches ``entries`` made, for each tenant: the entries parked before and taken
+        out now, their calls, and the new calls."""
+        admitted: list[tuple[list[str], list[TaskCall], list[TaskCall]]] = []
         for tenant, deliveries in by_tenant.items():
             if tenant not in entries:
                 ((endpoint_id, event_id, body, mac),) = deliveries
-                admitted.append(([], [delivery_call(endpoint_id, event_id, body, mac)]))
+                admitted.append(([], [], [delivery_call(endpoint_id, event_id, body, mac)]))
                 continue
             made = entries[tenant]
             taken, fresh = self._run("admit", tenant, made)
-            admitted.append(
-                ([_call(tenant, entry) for entry in taken], [_call(tenant, made[int(i) - 1]) for i in fresh])
-            )
+            calls = [_call(tenant, entry) for entry in taken]
+            admitted.append((taken, calls, [_call(tenant, made[int(i) - 1]) for i in fresh]))
         return admitted
 
-    def give_back(self, tenant: str, calls: Sequence[TaskCall]) -> None:
-        """Free the slots of admitted calls that the broker refused and park them again at the head
-        (housekeeping sends them). When the store fails too, this process owes it and does so once it answers."""
-        entries = [_entry_of(call) for call in calls if _slot_of(call) is not None]
+    def give_back(self, tenant: str, entries: Sequence[str]) -> None:
+        """Free the slots of parked entries taken out but not sent (the broker refused them) and park them again
+        at the head (housekeeping sends them). When the store fails too, this process owes it and does so once
+        it answers."""
         if entries:
             self._run_or_owe(_Owed("back", tenant, ("1", *entries)))
 
@@ -153,8 +152,9 @@ class Admission:
             args=["tend", now, self.limit, self.lost_after_seconds, KEY_LINE]
             + [self.KEY_RUNNING, self.KEY_PARKED, TEND_MOST_TENANTS],
         )
-        admitted = [(tenant, _call(tenant, entry)) for tenant, entry in zip(found[::2], found[1::2], strict=True)]
-        return Tended(admitted, float(due_at) if float(due_at) >= 0 else math.inf)
+        return Tended(
+            list(zip(found[::2], found[1::2], strict=True)), float(due_at) if float(due_at) >= 0 else math.inf
+        )
 
     def waiting(self, tenant: str) -> tuple[int, int]:
         """How many batches of ``tenant`` hold a slot, and how many are parked."""
@@ -197,11 +197,11 @@ class Admission:
         except OperationalError:
             self._forget(entries)
             raise
-        calls = [call for taken, fresh in admitted for call in taken + fresh]
+        calls = [call for _, taken, fresh in admitted for call in taken + fresh]
         try:
             queue.send(calls)
         except OperationalError:
-            for tenant, (taken, _) in zip(by_tenant, admitted, strict=True):
+            for tenant, (taken, _, _) in zip(by_tenant, admitted, strict=True):
                 self.give_back(tenant, taken)
             self._forget(entries)
             raise
@@ -212,13 +212,13 @@ class Admission:
         for tenant, made in entries.items():
             self._run_or_owe(_Owed("back", tenant, ("0", *made)))
 
-    def send(self, queue: Queue, tenant: str, calls: Sequence[TaskCall]) -> None:
-        """Send calls taken out of ``tenant``'s parked batches; those the broker refuses are parked again, and
-        its error raised."""
+    def send(self, queue: Queue, tenant: str, entries: Sequence[str]) -> None:
+        """Send the batches taken out of ``tenant``'s parked ones; when the broker refuses them they are parked
+        again, and its error raised."""
         try:
-            queue.send(calls)
+            queue.send([_call(tenant, entry) for entry in entries])
         except OperationalError:
-            self.give_back(tenant, calls)
+            self.give_back(tenant, entries)
             raise
 
     def ended(self, queue: Queue, admitted: Sequence[str]) -> None:
@@ -250,7 +250,7 @@ class Admission:
         if owed.op != "release" or answer is None:
             return
         try:
-            self.send(queue, owed.tenant, [_call(owed.tenant, entry) for entry in answer])
+            self.send(queue, owed.tenant, answer)
         except (OperationalError, redis.RedisError) as exc:  # parked again: housekeeping sends it
             logger.warning("Tenant %s's next parked batch is sent later by housekeeping: %s", owed.tenant, exc)
 
@@ -259,13 +259,13 @@ class Admission:
         Raises the broker's error once every tenant's calls were tried (those refused are parked again)."""
         self.settle(queue)
         tended = self.tend()
-        by_tenant: dict[str, list[TaskCall]] = {}
-        for tenant, call in tended.admitted:
-            by_tenant.setdefault(tenant, []).append(call)
+        by_tenant: dict[str, list[str]] = {}
+        for tenant, entry in tended.admitted:
+            by_tenant.setdefault(tenant, []).append(entry)
         refused: OperationalError | None = None
-        for tenant, calls in by_tenant.items():
-            try:  # each tenant's calls parked again on their own: the others are still sent
-                self.send(queue, tenant, calls)
+        for tenant, entries in by_tenant.items():
+            try:  # each tenant's batches parked again on their own: the others are still sent
+                self.send(queue, tenant, entries)
             except OperationalError as exc:
                 refused = exc
         if refused is not None:
@@ -283,14 +283,6 @@ def admission_for(settings: Settings, store: redis.Redis | None = None) -> Admis
     )
 
 
-def _slot_of(call: TaskCall) -> tuple[str, str] | None:
-    """``(tenant, slot)`` of a call this admitted; None for a single delivery."""
-    if call.name != DELIVER_MANY_TASK or len(call.args) < 3 or not call.args[2]:
-        return None
-    tenant, slot = call.args[2]
-    return str(tenant), str(slot)
-
-
 def _entries(by_tenant: dict[str, list[list[str]]]) -> dict[str, list[str]]:
     """Each tenant's deliveries in parked entries of a batch each, with new slots; none for a single delivery."""
     return {
@@ -301,11 +293,6 @@ def _entries(by_tenant: dict[str, list[list[str]]]) -> dict[str, list[str]]:
         for tenant, deliveries in by_tenant.items()
         if len(deliveries) > 1
     }
-
-
-def _entry_of(call: TaskCall) -> str:
-    """The parked entry of a call this admitted: its slot and deliveries."""
-    return f"{call.args[2][1]} {json.dumps(call.args[0])}"
 
 
 def _call(tenant: str, entry: str) -> TaskCall:

@@ -115,17 +115,17 @@ class Chores:
         if self.broker.needed and now >= queue_at:
             self.queue_at = self.looked_at = now  # tried again at the next tick if it fails
             self.queue_at = self.broker.run(now, inbox_fanout_call)
-        if now < min(self.heartbeat_at, self.dead_at, self.look_at, self.urgent_at, self.tend_at) and not (
-            admission.owing()
-        ):
+        owing = admission.owing()
+        if now < min(self.heartbeat_at, self.dead_at, self.look_at, self.urgent_at, self.tend_at) and not owing:
             return
         store = store_client(settings)
-        if admission.owing():
-            admission.admission_for(settings, store).settle(self.queue)
+        admitted = admission.admission_for(settings, store)
         if now >= self.tend_at:
             self.tend_at = now + admission.TEND_EVERY_SECONDS  # tried again then if it fails
-            due_at = admission.admission_for(settings, store).tend_and_send(self.queue)
+            due_at = admitted.tend_and_send(self.queue)  # settles first
             self.tend_at = min(self.tend_at, max(due_at, now + TICK_SECONDS))
+        elif owing:
+            admitted.settle(self.queue)
         if now >= self.heartbeat_at:
             reconcile.heartbeat(store, self.worker, now)
             self.heartbeat_at = now + reconcile.HEARTBEAT_SECONDS

@@ -179,8 +179,8 @@ def test_housekeeping_frees_a_slot_whose_task_was_lost_and_sends_the_next_batch(
     assert admission.tend() == Tended([], admitted_at + LOST_AFTER_SECONDS)  # the next look: when they age out
     clock.now += 2
     tended = admission.tend()
-    ((tenant, call),) = tended.admitted
-    assert (tenant, first_events([call])) == ("a", ["evt_200"])
+    ((tenant, entry),) = tended.admitted
+    assert (tenant, json.loads(entry.split(" ", 1)[1])[0][1]) == ("a", "evt_200")
     assert tended.due_at == clock.now + LOST_AFTER_SECONDS
     assert admission.waiting("a") == (1, 0)
 
