@@ -11,7 +11,7 @@ disable, what counts as a time-out) are in ``rules.py``; the key names in ``keys
 
 from __future__ import annotations
 
-from webhooks.endpoints.bookkeeping import Attempted, Bookkeeping, GivenBack, Tally
+from webhooks.endpoints.bookkeeping import Attempted, Bookkeeping, GivenBack
 from webhooks.endpoints.decision import Decision, Delivery, Drop, Hold, Later, Send, Slot
 from webhooks.endpoints.gate import Gate, together
 from webhooks.endpoints.guard import NOT_TIED, unsendable_to
@@ -56,7 +56,6 @@ __all__ = [
     "Attempted",
     "Bookkeeping",
     "GivenBack",
-    "Tally",
     # held deliveries
     "KEY_HELD",
     "Dropper",

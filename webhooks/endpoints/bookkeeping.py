@@ -10,17 +10,18 @@ loop) is not the endpoint's: counted, a busy worker would make every endpoint it
 caps and stretch their lines. The attempts a batch ends at once and those it hands over end in two bookkeepings,
 the quick and the slow: each moves the pace by its share of PACE_ATTEMPTS, so neither stands for the endpoint.
 
-``Bookkeeping.tally`` prepares that script for a batch; a caller may send it in its own pipeline beside the
-delivery log's record of the same attempts (``Tally.queue``, then ``settle`` with the answer), or let
-``after`` send it alone. ``settle`` turns the answer into what the operator must hear (``notices.py``): a
-recovery, a delivery that failed for good, and the endpoints the runs now disable (``rules.disable_reason``),
-disabled in the registry with the reason. Whoever deletes a run disables its endpoint, so two workers
-seeing it at once make one notice.
+``Bookkeeping.after`` sends that script and turns its answer into what the operator must hear
+(``notices.py``): a recovery, a delivery that failed for good, and the endpoints the runs now disable
+(``rules.disable_reason``), disabled in the registry with the reason. Whoever deletes a run disables its
+endpoint, so two workers seeing it at once make one notice. When the store fails, the slots are what this
+process owes it (the rest of the bookkeeping is lost): it gives them back with its next bookkeeping, or at
+housekeeping's next tick (``settle_owed``), so an outage does not shrink an endpoint's cap until its slots lapse.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -29,16 +30,16 @@ import redis
 from redis.commands.core import Script
 
 from webhooks.endpoints.decision import Slot
-from webhooks.endpoints.keys import KEY_FAILING, KEY_TENANT_RATE, state_keys
+from webhooks.endpoints.keys import KEY_FAILING, KEY_INFLIGHT, KEY_TENANT_RATE, state_keys
 from webhooks.endpoints.notices import OPERATOR_ENDPOINT_ID, Notice
 from webhooks.endpoints.rules import DISABLE_MIN_FAILURES, disable_reason, timed_out
 from webhooks.errors import WebhooksError
 from webhooks.log import Attempt, State
 from webhooks.registry import Registry, writable
 from webhooks.settings import Settings
-from webhooks.store import lua, script
+from webhooks.store import script
 
-__all__ = ["PACE_ATTEMPTS", "PACE_KEPT_SECONDS", "Attempted", "Bookkeeping", "GivenBack", "Tally"]
+__all__ = ["PACE_ATTEMPTS", "PACE_KEPT_SECONDS", "Attempted", "Bookkeeping", "GivenBack", "owing", "settle_owed"]
 
 logger = logging.getLogger("webhooks.operator")
 
@@ -48,6 +49,32 @@ _SCRIPT = "bookkeeping.lua"
 PACE_KEPT_SECONDS = 600
 #: Attempts an endpoint's pace averages: a bookkeeping of that many replaces it, one of fewer moves it their share.
 PACE_ATTEMPTS = 100
+
+#: The slots this process could not give back while the store failed: ``(in-flight key, slot id)``.
+_owed: list[tuple[str, str]] = []
+_owed_lock = threading.Lock()
+
+
+def owing() -> bool:
+    """Whether this process owes the store slots given back (housekeeping then settles them)."""
+    return bool(_owed)
+
+
+def settle_owed(client: redis.Redis) -> None:
+    """Give back the slots this process owes, in one round trip; when the store still fails they stay owed."""
+    with _owed_lock:
+        owed = list(_owed)
+        _owed.clear()
+    if not owed:
+        return
+    try:
+        with client.pipeline(transaction=False) as pipe:
+            for key, slot in owed:
+                pipe.zrem(key, slot)
+            pipe.execute()
+    except redis.RedisError:
+        with _owed_lock:
+            _owed[:0] = owed
 
 
 class Attempted(Protocol):
@@ -74,21 +101,12 @@ class GivenBack:
 
 
 @dataclass(frozen=True, slots=True)
-class Tally:
-    """One batch's bookkeeping, ready to send: ``queue`` it on a pipeline, or ``Bookkeeping.after`` sends it."""
+class _Tally:
+    """One batch's bookkeeping: the script's keys and arguments for ``given_back``."""
 
     given_back: Sequence[GivenBack]
     keys: list[str]
     args: list[str | float]
-    run: Script
-    text: str
-
-    def queue(self, pipe: redis.client.Pipeline) -> None:
-        """Add the script to ``pipe``; its answer is the pipeline's at the same place, for ``settle``.
-
-        It goes as EVAL with its text (a couple of kilobytes): a registered script in a pipeline costs
-        redis-py a SCRIPT EXISTS round trip on every ``execute``."""
-        pipe.eval(self.text, len(self.keys), *self.keys, *self.args)
 
 
 class Bookkeeping:
@@ -112,7 +130,7 @@ class Bookkeeping:
             client, deadline_seconds=settings.attempt_deadline, disable_after_seconds=settings.disable_after_seconds
         )
 
-    def tally(self, given_back: Sequence[GivenBack]) -> Tally:
+    def _tally(self, given_back: Sequence[GivenBack]) -> _Tally:
         """The script call that records ``given_back`` (any mix of endpoints) in one round trip."""
         numbers = {
             endpoint_id: n + 1 for n, endpoint_id in enumerate(dict.fromkeys(g.slot.endpoint_id for g in given_back))
@@ -132,24 +150,32 @@ class Bookkeeping:
         for endpoint_id in numbers:
             args += _pace(took.get(endpoint_id, []), self.deadline_seconds)
         keys = state_keys(list(numbers)) + [KEY_TENANT_RATE.format(tenant=tenant) for tenant in tenants]
-        return Tally(given_back, keys, args + records, self._script, lua(__package__, _SCRIPT))
+        return _Tally(given_back, keys, args + records)
 
     def after(self, registry: Registry, given_back: Sequence[GivenBack]) -> list[Notice]:
-        """Record ``given_back`` (one round trip), disable what must be, and return the operator notices. The
-        store unreachable, it says so in a log line and changes nothing (a slot not given back lapses)."""
+        """Record ``given_back`` (one round trip, after the slots this process owes), disable what must be, and
+        return the operator notices. The store unreachable, it says so in a log line and owes the slots."""
         if not given_back:
             return []
-        tally = self.tally(given_back)
+        settle_owed(self._redis)
+        tally = self._tally(given_back)
         try:
-            answer = tally.run(keys=tally.keys, args=tally.args)
+            answer = self._script(keys=tally.keys, args=tally.args)
         except redis.RedisError as exc:
             logger.warning(
-                "Endpoint health was not updated after %d attempts: the store failed (%s).", len(given_back), exc
+                "Endpoint health was not updated after %d attempts, and their slots are given back once the store "
+                "answers: %s",
+                len(given_back),
+                exc,
             )
+            with _owed_lock:
+                _owed.extend(
+                    (KEY_INFLIGHT.format(id=one.slot.endpoint_id), one.slot.id) for one in given_back if one.slot.id
+                )
             return []
-        return self.settle(registry, tally, answer)
+        return self._settle(registry, tally, answer)
 
-    def settle(self, registry: Registry, tally: Tally, answer: Sequence[Sequence[Any]]) -> list[Notice]:
+    def _settle(self, registry: Registry, tally: _Tally, answer: Sequence[Sequence[Any]]) -> list[Notice]:
         """The notices ``answer`` (the script's) makes, the endpoints it disables disabled in ``registry``."""
         notices: list[Notice] = []
         disabling: dict[str, tuple[str, Attempted]] = {}

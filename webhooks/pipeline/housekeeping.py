@@ -3,8 +3,9 @@
 It moves a Redis broker's due retries onto the queue and schedules a fan-out of the inbox whose task was lost
 (``queue/chores.py``, at the time it says or when a retry this process put waiting is due),
 says this worker is alive and looks for dead ones, frees tenants' slots lost with a worker and restarts their
-parked batches (``admission.py``, every TEND_EVERY_SECONDS or when the oldest slot ages out, and at the next tick
-what this process could not tell the store while it failed), and, when it is its turn or a dead worker's
+parked batches (``admission.py``, every TEND_EVERY_SECONDS or when the oldest slot ages out), gives back at the
+next tick what this process could not tell the store while it failed (tenants' batch slots, endpoints' in-flight
+slots: ``endpoints/bookkeeping.py``), and, when it is its turn or a dead worker's
 messages must be back, sends again the deliveries no message carries any more (``reconcile.py``). Between those
 times it only reads the clock, so an idle worker costs Redis a few commands a minute.
 """
@@ -23,6 +24,7 @@ from celery import Celery, bootsteps
 from celery.worker import state as worker_state
 from kombu.exceptions import OperationalError
 
+from webhooks.endpoints import bookkeeping
 from webhooks.errors import WebhooksError
 from webhooks.log import open_delivery_log
 from webhooks.pipeline import admission, reconcile
@@ -116,9 +118,12 @@ class Chores:
             self.queue_at = self.looked_at = now  # tried again at the next tick if it fails
             self.queue_at = self.broker.run(now, inbox_fanout_call)
         owing = admission.owing()
-        if now < min(self.heartbeat_at, self.dead_at, self.look_at, self.urgent_at, self.tend_at) and not owing:
+        if now < min(self.heartbeat_at, self.dead_at, self.look_at, self.urgent_at, self.tend_at) and not (
+            owing or bookkeeping.owing()
+        ):
             return
         store = store_client(settings)
+        bookkeeping.settle_owed(store)
         admitted = admission.admission_for(settings, store)
         if now >= self.tend_at:
             self.tend_at = now + admission.TEND_EVERY_SECONDS  # tried again then if it fails

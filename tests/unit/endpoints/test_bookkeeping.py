@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import fakeredis
 import pytest
 
-from webhooks.endpoints import KEY_FAILING, OPERATOR_ENDPOINT_ID, Bookkeeping, GivenBack, Slot
+from tests.cli import unreachable_redis
+from webhooks.endpoints import (
+    KEY_FAILING,
+    KEY_INFLIGHT,
+    OPERATOR_ENDPOINT_ID,
+    Bookkeeping,
+    GivenBack,
+    Slot,
+    bookkeeping,
+)
 from webhooks.log import Attempt
 from webhooks.pipeline.attempt import Made
 from webhooks.registry import Endpoint, RedisRegistry
@@ -120,14 +130,23 @@ def test_a_batch_to_several_endpoints_ends_and_counts_their_runs_and_disables_an
     assert not store.exists(KEY_FAILING.format(id=flaky.id))
 
 
-def test_the_tally_goes_in_the_callers_own_pipeline_and_settles_from_its_answer(store, registry):
-    gone = registry.add("https://gone.example.com/", ["all"])
-    books = Bookkeeping(store, deadline_seconds=20, disable_after_seconds=FIVE_DAYS_SECONDS)
-    tally = books.tally([GivenBack(Slot(gone.id, "slot_1", START.timestamp()), made(gone.id, START, status=410))])
-    with store.pipeline(transaction=False) as pipe:
-        pipe.set("the-callers-own-write", 1)
-        tally.queue(pipe)
-        _, answer = pipe.execute()
-    (notice,) = books.settle(registry, tally, answer)
-    assert (notice.name, notice.endpoint_id) == ("endpoint_disabled", gone.id)
-    assert not registry.get(gone.id).enabled
+def test_slots_a_store_outage_kept_are_given_back_once_it_answers(store, registry):
+    endpoint = registry.add("https://fine.example.com/", ["all"])
+    inflight = KEY_INFLIGHT.format(id=endpoint.id)
+    store.zadd(inflight, {"slot_1": START.timestamp() + 60, "slot_2": START.timestamp() + 60})
+    given_back = [GivenBack(Slot(endpoint.id, "slot_1", START.timestamp()), made(endpoint.id, START, status=200))]
+    down = Bookkeeping(unreachable_redis(), deadline_seconds=20, disable_after_seconds=FIVE_DAYS_SECONDS)
+    assert down.after(registry, given_back) == []
+    assert bookkeeping.owing()
+    bookkeeping.settle_owed(unreachable_redis())  # still down: still owed
+    assert bookkeeping.owing() and store.zcard(inflight) == 2
+    observe(store, registry, [made(endpoint.id, START, status=200)])  # the next bookkeeping gives it back first
+    assert not bookkeeping.owing()
+    assert store.zrange(inflight, 0, -1) == ["slot_2"]
+
+
+@pytest.fixture(autouse=True)
+def nothing_owed() -> Iterator[None]:
+    """Each test starts and ends owing the store nothing (what a process owes is the process's)."""
+    yield
+    bookkeeping._owed.clear()

@@ -8,6 +8,7 @@ import math
 import fakeredis
 import pytest
 
+from webhooks.endpoints import bookkeeping
 from webhooks.pipeline import admission, housekeeping, reconcile
 from webhooks.pipeline.housekeeping import Chores
 from webhooks.queue import chores
@@ -138,3 +139,14 @@ def test_what_the_process_owes_the_store_is_settled_at_the_next_tick(store, look
     worker.run(SETTINGS, 1000.5)  # nothing else due
     worker.run(SETTINGS, 1001.0)
     assert settled == [1]
+
+
+def test_endpoint_slots_the_process_owes_are_given_back_at_the_next_tick(store, looks, monkeypatch):
+    tends(monkeypatch)
+    worker = Chores(Broker(), None, "w1@host", idle)
+    worker.run(SETTINGS, 1000.0)
+    store.zadd("webhooks:inflight:crm", {"slot_1": 2000.0})
+    monkeypatch.setattr(bookkeeping, "_owed", [("webhooks:inflight:crm", "slot_1")])
+    worker.run(SETTINGS, 1000.5)  # nothing else due
+    assert not bookkeeping.owing()
+    assert store.zcard("webhooks:inflight:crm") == 0
