@@ -15,11 +15,15 @@ local tenants, states = tonumber(ARGV[4]), tonumber(ARGV[5])
 local per_tenant = 1 + states
 local function tenant_key(t) return 2 + states + (t - 1) * per_tenant end  -- its index; its states' follow
 local first_key, first_arg = tenant_key(tenants + 1), 6 + states + tenants
+-- The indexes cut to the retention, and the keys given its time to live, once each after the attempts: the
+-- shared ones are the same for every attempt, and cutting a large index costs a lookup each time.
+local cut, live, latest = {}, {}, 0
 for a = 0, (#ARGV - first_arg + 1) / 15 - 1 do
     local k, v = first_key + a * 7, first_arg + a * 15
     local tenant = tonumber(ARGV[v])
     local t = tenant_key(tenant)
     local now, did, state = ARGV[v + 1], ARGV[v + 2], ARGV[v + 7]
+    latest = math.max(latest, tonumber(now))
     redis.call('HSETNX', KEYS[k], 'started_at', now)
     local before = redis.call('HMGET', KEYS[k], 'state', 'started_at')
     redis.call('HSET', KEYS[k], 'event_id', ARGV[v + 3], 'endpoint_id', ARGV[v + 4], 'event_name', ARGV[v + 5],
@@ -29,10 +33,9 @@ for a = 0, (#ARGV - first_arg + 1) / 15 - 1 do
     redis.call('LTRIM', KEYS[k + 1], -history, -1)
     redis.call('EXPIRE', KEYS[k], retention)
     redis.call('EXPIRE', KEYS[k + 1], retention)
-    local oldest = '(' .. (tonumber(now) - tonumber(retention))
     for _, index in ipairs({KEYS[1], KEYS[k + 2], KEYS[t]}) do
         redis.call('ZADD', index, 'NX', now, did)
-        redis.call('ZREMRANGEBYSCORE', index, '-inf', oldest)
+        cut[index] = true
     end
     -- The kind's index is cut to the retention by the pending script, once per event; the event's
     -- index holds one event's deliveries, so its time to live is enough.
@@ -43,16 +46,13 @@ for a = 0, (#ARGV - first_arg + 1) / 15 - 1 do
         for _, index in ipairs({KEYS[1 + i], KEYS[t + i]}) do
             if name == state then
                 redis.call('ZADD', index, before[2], did)
-                redis.call('ZREMRANGEBYSCORE', index, '-inf', oldest)
-                redis.call('EXPIRE', index, retention)
+                cut[index], live[index] = true, true
             elseif name == before[1] then
                 redis.call('ZREM', index, did)
             end
         end
     end
-    redis.call('EXPIRE', KEYS[k + 2], retention)
-    redis.call('EXPIRE', KEYS[t], retention)
-    redis.call('EXPIRE', KEYS[k + 6], retention)
+    live[KEYS[k + 2]], live[KEYS[t]], live[KEYS[k + 6]] = true, true, true
     redis.call('HSET', KEYS[k + 3], 'state', state, 'result', ARGV[v + 9], 'at', now)
     if state == 'delivered' then redis.call('HSET', KEYS[k + 3], 'delivered_at', now) end
     redis.call('EXPIRE', KEYS[k + 3], retention)
@@ -61,6 +61,9 @@ for a = 0, (#ARGV - first_arg + 1) / 15 - 1 do
     if ARGV[v + 14] ~= '' then redis.call('HINCRBY', KEYS[k + 4], ARGV[v + 14], 1) end
     redis.call('EXPIRE', KEYS[k + 4], counted_for)
 end
+local oldest = '(' .. (latest - tonumber(retention))
+for index in pairs(cut) do redis.call('ZREMRANGEBYSCORE', index, '-inf', oldest) end
+for key in pairs(live) do redis.call('EXPIRE', key, retention) end
 local sizes = {}
 for t = 1, tenants do sizes[t] = redis.call('ZCARD', KEYS[tenant_key(t)]) end
 return sizes

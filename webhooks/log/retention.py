@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
-from webhooks.log.layout import ACTIVITY_WINDOW, HOUR, LogLayout
+from webhooks.log.layout import ACTIVITY_WINDOW, HOUR, LogLayout, ScriptInput
 from webhooks.log.records import split_delivery_id
 
 __all__ = ["TRIM_CHUNK", "TRIM_MAX", "LogRetention"]
@@ -20,10 +20,10 @@ __all__ = ["TRIM_CHUNK", "TRIM_MAX", "LogRetention"]
 #: Most deliveries one write trims: a cap lowered far below the log's size is reached over several writes, not
 #: in one go that holds Redis for seconds. Deleting a tenant goes this many at a time.
 TRIM_MAX = 10_000
-#: Most deliveries one run of ``trim.lua`` deletes (about four keys each): each run holds Redis for a few
-#: milliseconds, not the hundreds a fan-out's worth of deliveries in one command took, and other clients'
-#: commands (a publish, another tenant's delivery) go between two runs.
-TRIM_CHUNK = 500
+#: Most deliveries one run of ``trim.lua`` deletes (about four keys each): each run holds Redis for about a
+#: millisecond, and other clients' commands (a publish, another tenant's delivery) go between two runs, though a
+#: trim's runs go in one round trip.
+TRIM_CHUNK = 100
 
 
 class LogRetention(LogLayout):
@@ -76,11 +76,12 @@ class LogRetention(LogLayout):
 
     def _delete(self, tenant: str, ids: Sequence[str]) -> None:
         """Delete the deliveries ``ids`` of ``tenant`` with their attempts and every index entry, TRIM_CHUNK at a
-        time, each chunk in one command."""
-        for start in range(0, len(ids), TRIM_CHUNK):
-            self._delete_chunk(tenant, ids[start : start + TRIM_CHUNK])
+        time, each chunk in one command, all in one round trip."""
+        chunks = range(0, len(ids), TRIM_CHUNK)
+        self._run_each("trim.lua", [self._chunk_input(tenant, ids[start : start + TRIM_CHUNK]) for start in chunks])
 
-    def _delete_chunk(self, tenant: str, ids: Sequence[str]) -> None:
+    def _chunk_input(self, tenant: str, ids: Sequence[str]) -> ScriptInput:
+        """KEYS and ARGV of the trim script for ``ids``."""
         shared = [
             self.KEY_ALL,
             self.KEY_TENANT.format(tenant=tenant),
@@ -97,4 +98,4 @@ class LogRetention(LogLayout):
                 self.KEY_BY_ENDPOINT.format(endpoint_id=endpoint_id),
                 self.KEY_BY_EVENT.format(event_id=event_id),
             )
-        self._run("trim.lua", [(keys, [len(shared), *ids])])
+        return keys, [len(shared), *ids]

@@ -1,8 +1,9 @@
 """What workers and the fan-out write to the delivery log: deliveries listed, attempts recorded, held.
 
-Each write is one Lua script per event (``list_pending.lua``, ``mark_held.lua``) or per batch of attempts
-(``record_attempts.lua``) that updates the records and every index they are in, so a batch costs one round
-trip and the indexes never disagree with the records. This module builds their KEYS and ARGV. Each delivery is its
+Each write is Lua scripts (``list_pending.lua``, ``mark_held.lua``, ``record_attempts.lua``) that update the
+records and every index they are in, so the indexes never disagree with the records; a write's scripts go in one
+round trip, each for a few dozen deliveries, so that no one of them holds Redis for long: other clients' commands
+(another tenant's single event) run between them. This module builds their KEYS and ARGV. Each delivery is its
 tenant's: the fan-out names it, an attempt's endpoint does, and where neither can (an endpoint since removed,
 a held delivery) the record's hash already does, else the default tenant.
 """
@@ -20,13 +21,16 @@ from webhooks.log.layout import ACTIVITY_WINDOW, HOUR, ScriptInput
 from webhooks.log.records import STATE_NAMES, AttemptRecord, FannedOut, State, delivery_id
 from webhooks.log.retention import LogRetention
 
-__all__ = ["ATTEMPTS_PER_CALL", "MAX_HISTORY", "LogWrites"]
+__all__ = ["ATTEMPTS_PER_CALL", "MAX_HISTORY", "PENDING_PER_CALL", "LogWrites"]
 
 #: Attempts kept per delivery across redeliveries (eleven per series).
 MAX_HISTORY = 110
-#: Most attempts one call of the attempts script records: a batch's; more (an operator discarding an endpoint's
-#: held deliveries) go as several calls in one round trip, so no one call holds Redis for long.
-ATTEMPTS_PER_CALL = 100
+#: Most attempts one call of the attempts script records (about a millisecond of Redis's time on a busy host);
+#: a batch's hundred go as several calls in one round trip.
+ATTEMPTS_PER_CALL = 20
+#: Most deliveries one call of the pending script lists: an event to 10,000 endpoints is a hundred calls in one
+#: round trip, not one that holds Redis for a fifth of a second.
+PENDING_PER_CALL = 100
 
 
 class LogWrites(LogRetention):
@@ -35,7 +39,11 @@ class LogWrites(LogRetention):
     def enqueued(self, events: Sequence[FannedOut]) -> None:
         """Record deliveries as ``pending`` before their tasks are enqueued, in one round trip for all
         the events; a state already there is kept (a fan-out run again after a worker crash)."""
-        events = [event for event in events if event.endpoint_ids]
+        events = [
+            event._replace(endpoint_ids=event.endpoint_ids[start : start + PENDING_PER_CALL])
+            for event in events
+            for start in range(0, len(event.endpoint_ids), PENDING_PER_CALL)
+        ]
         if not events:
             return
         now = self._clock()

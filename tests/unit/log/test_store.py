@@ -9,7 +9,7 @@ import pytest
 from tests.attempts import write_attempt
 from tests.cli import unreachable_redis
 from webhooks.errors import DeliveryLogError, DeliveryNotFoundError
-from webhooks.log import Attempt, DeliveryLog, FannedOut, State, delivery_id, retention, split_delivery_id
+from webhooks.log import Attempt, DeliveryLog, FannedOut, State, delivery_id, retention, split_delivery_id, writes
 from webhooks.log.queries import DeliveryQuery, Page
 from webhooks.log.records import state_after
 
@@ -204,16 +204,29 @@ def test_a_cap_lowered_far_below_the_log_is_reached_over_several_writes(client, 
 
 def test_a_trim_deletes_in_chunks_so_that_no_one_command_holds_redis_long(client, clock, monkeypatch):
     monkeypatch.setattr(retention, "TRIM_CHUNK", 7)
-    chunks = []
-    delete_chunk = retention.LogRetention._delete_chunk
-    monkeypatch.setattr(
-        retention.LogRetention,
-        "_delete_chunk",
-        lambda self, tenant, ids: (chunks.append(len(ids)), delete_chunk(self, tenant, ids)),
-    )
+    chunks = script_calls(monkeypatch, retention.LogRetention, "_chunk_input", lambda tenant, ids: len(ids))
     log = DeliveryLog(client, max_records=100, clock=clock)
     log.enqueued([FannedOut("evt_1", "user_created", BODY, [f"ep{n:03}" for n in range(130)])])
     assert chunks == [7, 7, 7, 7, 3] and len(log) == 99  # 31 trimmed: down to 1 % under the cap
+
+
+def test_an_event_to_many_endpoints_is_listed_a_few_at_a_time_so_that_no_one_command_holds_redis_long(
+    client, clock, monkeypatch
+):
+    monkeypatch.setattr(writes, "PENDING_PER_CALL", 40)
+    calls = script_calls(monkeypatch, writes.LogWrites, "_pending_input", lambda event, now: len(event.endpoint_ids))
+    log = DeliveryLog(client, clock=clock)
+    log.enqueued([FannedOut("evt_1", "user_created", BODY, [f"ep{n:03}" for n in range(100)])])
+    assert calls == [40, 40, 20]
+    assert len(log) == 100 and log.get("evt_1@ep099").state is State.PENDING
+
+
+def script_calls(monkeypatch, owner, method, size):
+    """The ``size`` of each script call ``owner.method`` prepares (its deliveries), in order."""
+    sizes = []
+    prepare = getattr(owner, method)
+    monkeypatch.setattr(owner, method, lambda self, *args: (sizes.append(size(*args)), prepare(self, *args))[1])
+    return sizes
 
 
 def test_an_unreachable_redis_is_a_delivery_log_error():
