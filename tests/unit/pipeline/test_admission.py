@@ -81,6 +81,23 @@ def test_a_tenant_gets_its_slots_and_the_rest_of_its_batches_is_parked_in_order(
     assert [call.args[2][0] for call in calls] == ["a", "a"]
 
 
+def test_a_large_fan_out_is_admitted_a_few_batches_a_script_with_the_same_order_and_room(clock, monkeypatch):
+    admission = Admission(fakeredis.FakeRedis(decode_responses=True), limit=6, lost_after_seconds=60, clock=clock)
+    sizes: list[int] = []
+    run = Admission._run
+    monkeypatch.setattr(
+        Admission, "_run", lambda self, op, tenant, args: sizes.append(len(args)) or run(self, op, tenant, args)
+    )
+    calls = admission.admit({"a": deliveries(3 * admission_module.ADMIT_PER_CALL + 1)})
+    assert sizes == [admission_module.ADMIT_PER_CALL] * 3 + [1]
+    assert first_events(calls) == [f"evt_{n * 100}" for n in range(6)]  # the room, across two scripts
+    assert admission.waiting("a") == (6, 3 * admission_module.ADMIT_PER_CALL + 1 - 6)
+    parked = admission.store.lrange(Admission.KEY_PARKED.format(tenant="a"), 0, -1)
+    assert [json.loads(entry.split(" ", 1)[1])[0][1] for entry in parked] == [
+        f"evt_{n * 100}" for n in range(6, 3 * admission_module.ADMIT_PER_CALL + 1)
+    ]
+
+
 def test_another_tenants_batch_is_admitted_whatever_the_first_ones_backlog(admission):
     admission.admit({"a": deliveries(50)})
     (call,) = admission.admit({"b": deliveries(1, "b")})
