@@ -13,9 +13,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
 from webhooks.log.layout import ACTIVITY_WINDOW, HOUR, LogLayout, ScriptInput
-from webhooks.log.records import split_delivery_id
+from webhooks.log.records import State, split_delivery_id
 
-__all__ = ["TRIM_CHUNK", "TRIM_MAX", "LogRetention"]
+__all__ = ["EVICTABLE", "TRIM_CHUNK", "TRIM_MAX", "LogRetention"]
 
 #: Most deliveries one write trims: a cap lowered far below the log's size is reached over several writes, not
 #: in one go that holds Redis for seconds. Deleting a tenant goes this many at a time.
@@ -24,10 +24,14 @@ TRIM_MAX = 10_000
 #: millisecond, and other clients' commands (a publish, another tenant's delivery) go between two runs, though a
 #: trim's runs go in one round trip.
 TRIM_CHUNK = 100
+#: The states whose records the cap deletes, oldest first. A delivery pending or retrying is never deleted: it is
+#: owed an attempt, its record is what the reconciliation sends again after a fault, and it ends in one of these.
+EVICTABLE = (State.DELIVERED, State.FAILED, State.DROPPED, State.HELD)
 
 
 class LogRetention(LogLayout):
-    """The cap on each tenant's number of deliveries, applied after each write with the sizes it returned."""
+    """The cap on each tenant's number of deliveries, applied after each write with the sizes it returned: its
+    oldest finished (or held) deliveries are deleted; those still owed an attempt stay, even beyond the cap."""
 
     def delete_tenant(self, tenant: str, endpoint_ids: Iterable[str] = ()) -> int:
         """Delete every delivery of ``tenant`` (records, attempts, index entries) and its indexes, and the activity
@@ -68,11 +72,16 @@ class LogRetention(LogLayout):
         if count <= self.max_records:
             return
         keep = self.max_records - max(1, self.max_records // 100)
-        with self._reachable():
-            key = self.KEY_TENANT.format(tenant=tenant)
-            oldest = cast(list[str], self._redis.zrange(key, 0, min(count - keep, TRIM_MAX) - 1))
+        excess = min(count - keep, TRIM_MAX)
+        with self._reachable(), self._redis.pipeline(transaction=False) as pipe:
+            for state in EVICTABLE:
+                pipe.zrange(
+                    self.KEY_TENANT_STATE.format(tenant=tenant, state=state.value), 0, excess - 1, withscores=True
+                )
+            found = cast(list[list[tuple[str, float]]], pipe.execute())
+        oldest = sorted((entry for entries in found for entry in entries), key=lambda entry: entry[1])[:excess]
         if oldest:
-            self._delete(tenant, oldest)
+            self._delete(tenant, [delivery for delivery, _ in oldest])
 
     def _delete(self, tenant: str, ids: Sequence[str]) -> None:
         """Delete the deliveries ``ids`` of ``tenant`` with their attempts and every index entry, TRIM_CHUNK at a

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tests.attempts import write_attempt
+from tests.attempts import deliver_all, write_attempt
 from tests.cli import unreachable_redis
 from webhooks.errors import DeliveryLogError, DeliveryNotFoundError
 from webhooks.log import Attempt, DeliveryLog, FannedOut, State, delivery_id, retention, split_delivery_id, writes
@@ -168,30 +168,47 @@ def test_records_older_than_the_retention_leave_the_listing_and_expire(log, cloc
 
 
 def test_the_cap_holds_and_keeps_the_newest(client, clock):
-    # 3,000 writes here (fakeredis takes ~0.2 ms per command); 100,000 run on a real redis-server
+    # 1,500 deliveries here (fakeredis takes ~0.2 ms per command); 100,000 run on a real redis-server
     # in tests/integration/test_delivery_log.py.
     log = DeliveryLog(client, retention=7 * 86400, max_records=500, clock=clock)
     endpoints = [f"ep{n}" for n in range(10)]
-    for n in range(250):
-        log.enqueued([FannedOut(f"evt_{n}", "user_created", BODY, endpoints)])
+    for n in range(150):
+        event = FannedOut(f"evt_{n}", "user_created", BODY, endpoints)
+        log.enqueued([event])
+        deliver_all(log, event, clock.at())
         assert len(log) <= 500
         clock.now += 1
-    for n in range(500):
-        record(log, clock, 1, event=f"late_{n}", endpoint="crm")
-        assert len(log) <= 500
     # Nothing outlives the cap: two keys per delivery and one per event (its index), plus per-endpoint
     # indexes and activity, and the kind and state indexes.
     assert client.dbsize() <= 3 * 500 + 3 * len(endpoints) + 10 + 5
-    assert log.get("late_499@crm").state is State.RETRYING  # the newest are the ones kept
+    assert log.get("evt_149@ep9").state is State.DELIVERED  # the newest are the ones kept
     with pytest.raises(DeliveryNotFoundError):
         log.get("evt_0@ep0")
 
 
+def test_deliveries_still_owed_an_attempt_stay_past_the_cap_and_finished_ones_go_first(client, clock):
+    log = DeliveryLog(client, max_records=100, clock=clock)
+    old = FannedOut("evt_old", "user_created", BODY, [f"ep{n:03}" for n in range(60)])
+    log.enqueued([old])
+    deliver_all(log, old, clock.at())
+    clock.now += 1
+    log.enqueued([FannedOut("evt_new", "user_created", BODY, [f"ep{n:03}" for n in range(150)])])
+    assert len(log) == 150  # over the cap: every finished one went, no pending one
+    with pytest.raises(DeliveryNotFoundError):
+        log.get("evt_old@ep000")
+    clock.now += 1
+    record(log, clock, 1, event="evt_new", endpoint="ep000")  # retrying
+    deliver_all(log, FannedOut("evt_new", "user_created", BODY, [f"ep{n:03}" for n in range(1, 100)]), clock.at())
+    assert len(log) == 99  # finished ones went down to 1 % under the cap, the 51 still owed an attempt stayed
+    assert log.get("evt_new@ep000").state is State.RETRYING
+    assert log.get("evt_new@ep149").state is State.PENDING
+
+
 def test_a_cap_lowered_far_below_the_log_is_reached_over_several_writes(client, clock, monkeypatch):
     monkeypatch.setattr(retention, "TRIM_MAX", 40)
-    DeliveryLog(client, clock=clock).enqueued(
-        [FannedOut("evt_old", "user_created", BODY, [f"ep{n}" for n in range(200)])]
-    )
+    old = FannedOut("evt_old", "user_created", BODY, [f"ep{n}" for n in range(200)])
+    DeliveryLog(client, clock=clock).enqueued([old])
+    deliver_all(DeliveryLog(client, clock=clock), old, clock.at())
     log = DeliveryLog(client, max_records=50, clock=clock)
     sizes = []
     for n in range(5):
@@ -206,7 +223,9 @@ def test_a_trim_deletes_in_chunks_so_that_no_one_command_holds_redis_long(client
     monkeypatch.setattr(retention, "TRIM_CHUNK", 7)
     chunks = script_calls(monkeypatch, retention.LogRetention, "_chunk_input", lambda tenant, ids: len(ids))
     log = DeliveryLog(client, max_records=100, clock=clock)
-    log.enqueued([FannedOut("evt_1", "user_created", BODY, [f"ep{n:03}" for n in range(130)])])
+    event = FannedOut("evt_1", "user_created", BODY, [f"ep{n:03}" for n in range(130)])
+    log.enqueued([event])
+    deliver_all(log, event, clock.at())
     assert chunks == [7, 7, 7, 7, 3] and len(log) == 99  # 31 trimmed: down to 1 % under the cap
 
 

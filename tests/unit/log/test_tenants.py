@@ -5,6 +5,7 @@ from __future__ import annotations
 import fakeredis
 import pytest
 
+from tests.attempts import deliver_all
 from webhooks.errors import DeliveryNotFoundError
 from webhooks.log import (
     Attempt,
@@ -59,6 +60,7 @@ def test_one_tenants_flood_past_the_cap_leaves_the_others_records(log, clock):
     for n in range(30):  # 300 deliveries of a's through its cap of 100
         clock.now += 1
         log.enqueued([fanned(f"evt_a{n}", [f"a{k}" for k in range(10)], "a")])
+        deliver_all(log, fanned(f"evt_a{n}", [f"a{k}" for k in range(10)], "a"), clock.at())
         assert log.tenant_counts(["a"])["a"].deliveries <= 100
     assert log.get("evt_b@b1").state is State.DELIVERED
     assert log.get("evt_b@b2").state is State.PENDING
@@ -73,7 +75,7 @@ def test_attempts_past_the_cap_trim_only_their_own_tenant(log, clock):
     log.enqueued([fanned("evt_b", ["b1"], "b")])
     for n in range(150):
         clock.now += 1
-        attempt(log, clock, f"evt_a{n}", "a1", "a")
+        attempt(log, clock, f"evt_a{n}", "a1", "a", outcome="delivered", status=200)
     assert log.tenant_counts(["a", "b"])["b"] == TenantCounts(1, 0)
     assert log.tenant_counts(["a"])["a"].deliveries <= 100
     assert log.get("evt_b@b1").tenant == "b"
