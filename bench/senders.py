@@ -22,6 +22,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 from amqp.exceptions import ChannelError
@@ -31,6 +32,7 @@ from kombu import Connection
 from bench.events import EVENT_NAME, bodies, event_kwargs
 from bench.harness import BIN, SECRET, BenchError, Harness, Process, wait_until
 from bench.peer import ENDPOINTS_KEY
+from tests.attempts import deliver_all
 from tests.servers import wake_workers
 from webhooks.log import FannedOut, open_delivery_log
 from webhooks.pipeline.calls import BULK_QUEUE
@@ -225,12 +227,14 @@ def register(harness: Harness, urls: list[str]) -> list[str]:
 
 
 def fill_delivery_log() -> None:
-    """Fill our (empty) delivery log to its cap with pending deliveries of old events to filler endpoints."""
+    """Fill our (empty) delivery log to its cap with delivered deliveries of old events to filler endpoints: the
+    cap counts finished deliveries."""
     log = open_delivery_log(get_settings())
     ((_, body),) = bodies(1)
     fillers = [f"filler{n}" for n in range(FILLER_ENDPOINTS)]
-    events = -(-log.max_records // FILLER_ENDPOINTS)
-    log.enqueued([FannedOut(f"filler-event-{n}", EVENT_NAME, body, fillers) for n in range(events)])
+    at = datetime.now(UTC)
+    for n in range(-(-log.max_records // FILLER_ENDPOINTS)):
+        deliver_all(log, FannedOut(f"filler-event-{n}", EVENT_NAME, body, fillers), at)
 
 
 def publish_batch(count: int) -> list[str]:

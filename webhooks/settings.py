@@ -170,7 +170,7 @@ class Settings(BaseSettings):
     delivery_log_max_records: int = Field(
         50_000,
         ge=100,
-        description="Most deliveries the log keeps per tenant; beyond it, that tenant's oldest finished are deleted.",
+        description="Most finished deliveries the log keeps per tenant; beyond it, that tenant's oldest are deleted.",
     )
     default_tenant: Annotated[str, AfterValidator(check_tenant_id)] = Field(
         DEFAULT_TENANT,

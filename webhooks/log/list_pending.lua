@@ -4,7 +4,7 @@
 -- indexes. ARGV: now, retention, event id, event name, body, the pending state, the tenant, then the n
 -- delivery ids and the n endpoint ids. An existing state and start time are kept (a fan-out run again after
 -- a worker was lost must not reset deliveries already attempted). The shared indexes take all of the event's
--- deliveries in a few ZADDs, not one each. Returns the size of the tenant's index.
+-- deliveries in a few ZADDs, not one each.
 local shared = 6
 local n = (#KEYS - shared) / 2
 local now, retention, tenant = ARGV[1], ARGV[2], ARGV[7]
@@ -47,4 +47,3 @@ for i = 1, shared do
     redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', oldest)
     if i > 1 then redis.call('EXPIRE', KEYS[i], retention) end
 end
-return redis.call('ZCARD', KEYS[5])

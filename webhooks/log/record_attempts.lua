@@ -9,7 +9,7 @@
 -- result, latency, next retry ("" for none), the attempt as JSON, the delivery counter to increment
 -- (``health.counted_as``; "" for none), and the latency bucket to increment ("" without a response).
 -- Every attempt increments the hour's ``attempts``; a delivered one sets the endpoint's ``delivered_at``.
--- Returns the size of each tenant's index, in the tenants' order.
+-- Returns how many finished (or held) deliveries each tenant has, in the tenants' order: what its cap counts.
 local retention, history, counted_for = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local tenants, states = tonumber(ARGV[4]), tonumber(ARGV[5])
 local per_tenant = 1 + states
@@ -64,6 +64,10 @@ end
 local oldest = '(' .. (latest - tonumber(retention))
 for index in pairs(cut) do redis.call('ZREMRANGEBYSCORE', index, '-inf', oldest) end
 for key in pairs(live) do redis.call('EXPIRE', key, retention) end
-local sizes = {}
-for t = 1, tenants do sizes[t] = redis.call('ZCARD', KEYS[tenant_key(t)]) end
-return sizes
+local finished = {}  -- each tenant's deliveries less those still owed an attempt (its pending and retrying ones)
+for t = 1, tenants do
+    local index = tenant_key(t)
+    finished[t] = redis.call('ZCARD', KEYS[index]) - redis.call('ZCARD', KEYS[index + 1])
+        - redis.call('ZCARD', KEYS[index + 2])
+end
+return finished

@@ -24,14 +24,14 @@ TRIM_MAX = 10_000
 #: millisecond, and other clients' commands (a publish, another tenant's delivery) go between two runs, though a
 #: trim's runs go in one round trip.
 TRIM_CHUNK = 100
-#: The states whose records the cap deletes, oldest first. A delivery pending or retrying is never deleted: it is
-#: owed an attempt, its record is what the reconciliation sends again after a fault, and it ends in one of these.
+#: The states whose records the cap counts and deletes, oldest first. A delivery pending or retrying is neither: it
+#: is owed an attempt, its record is what the reconciliation sends again after a fault, and it ends in one of these.
 EVICTABLE = (State.DELIVERED, State.FAILED, State.DROPPED, State.HELD)
 
 
 class LogRetention(LogLayout):
-    """The cap on each tenant's number of deliveries, applied after each write with the sizes it returned: its
-    oldest finished (or held) deliveries are deleted; those still owed an attempt stay, even beyond the cap."""
+    """The cap on each tenant's finished (or held) deliveries, applied after each record of attempts with the counts
+    it returned: the oldest are deleted; deliveries still owed an attempt are not counted, and always stay."""
 
     def delete_tenant(self, tenant: str, endpoint_ids: Iterable[str] = ()) -> int:
         """Delete every delivery of ``tenant`` (records, attempts, index entries) and its indexes, and the activity
@@ -59,8 +59,8 @@ class LogRetention(LogLayout):
         return deleted
 
     def _trim_full_tenants(self, sizes: Iterable[tuple[str, Any]]) -> None:
-        """Trim each tenant whose index's size, as the write scripts returned it (the largest seen), is over the
-        cap."""
+        """Trim each tenant whose finished deliveries, as the attempts script counted them (the largest count
+        seen), are over the cap."""
         largest: dict[str, int] = {}
         for tenant, size in sizes:
             largest[tenant] = max(largest.get(tenant, 0), int(size))
@@ -68,7 +68,7 @@ class LogRetention(LogLayout):
             self._trim_if_full(tenant, size)
 
     def _trim_if_full(self, tenant: str, count: int) -> None:
-        """Delete ``tenant``'s oldest deliveries when ``count`` (its size) is over the cap."""
+        """Delete ``tenant``'s oldest finished deliveries when ``count`` (how many it has) is over the cap."""
         if count <= self.max_records:
             return
         keep = self.max_records - max(1, self.max_records // 100)

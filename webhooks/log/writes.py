@@ -47,8 +47,7 @@ class LogWrites(LogRetention):
         if not events:
             return
         now = self._clock()
-        counts = self._run_each("list_pending.lua", [self._pending_input(event, now) for event in events])
-        self._trim_full_tenants(zip((event.tenant for event in events), counts, strict=True))
+        self._run_each("list_pending.lua", [self._pending_input(event, now) for event in events])  # nothing to trim
 
     def record_attempts(self, records: Sequence[AttemptRecord]) -> None:
         """Store attempts (a batch task's) and the states they led to, in one round trip for all of them (two

@@ -193,13 +193,14 @@ def test_deliveries_still_owed_an_attempt_stay_past_the_cap_and_finished_ones_go
     deliver_all(log, old, clock.at())
     clock.now += 1
     log.enqueued([FannedOut("evt_new", "user_created", BODY, [f"ep{n:03}" for n in range(150)])])
-    assert len(log) == 150  # over the cap: every finished one went, no pending one
-    with pytest.raises(DeliveryNotFoundError):
-        log.get("evt_old@ep000")
+    assert len(log) == 210  # the cap counts the 60 finished ones only
     clock.now += 1
     record(log, clock, 1, event="evt_new", endpoint="ep000")  # retrying
     deliver_all(log, FannedOut("evt_new", "user_created", BODY, [f"ep{n:03}" for n in range(1, 100)]), clock.at())
-    assert len(log) == 99  # finished ones went down to 1 % under the cap, the 51 still owed an attempt stayed
+    assert len(log) == 150  # 159 finished: down to 1 % under the cap, the oldest first; the 51 owed an attempt stay
+    with pytest.raises(DeliveryNotFoundError):
+        log.get("evt_old@ep059")
+    assert log.get("evt_new@ep001").state is State.DELIVERED
     assert log.get("evt_new@ep000").state is State.RETRYING
     assert log.get("evt_new@ep149").state is State.PENDING
 
@@ -213,10 +214,10 @@ def test_a_cap_lowered_far_below_the_log_is_reached_over_several_writes(client, 
     sizes = []
     for n in range(5):
         clock.now += 1
-        log.enqueued([FannedOut(f"evt_{n}", "user_created", BODY, ["crm"])])
+        record(log, clock, 1, "delivered", 200, event=f"evt_{n}")
         sizes.append(len(log))
     assert sizes == [161, 122, 83, 49, 50]  # 40 trimmed a write (one new each), then under the cap
-    assert log.get("evt_4@crm").state is State.PENDING
+    assert log.get("evt_4@crm").state is State.DELIVERED
 
 
 def test_a_trim_deletes_in_chunks_so_that_no_one_command_holds_redis_long(client, clock, monkeypatch):

@@ -81,7 +81,9 @@ def test_a_log_written_before_tenants_becomes_the_default_tenants_with_nothing_l
     log.enqueued([FannedOut("evt_new", "user_created", BODY, ["x1", "x2", "x3", "x4"], "acme")])
     assert ids(log.query(DeliveryQuery(tenant="default"))) == old
     now[0] += 1
-    log.enqueued([FannedOut("evt_mine", "user_created", BODY, ["crm", "erp"], "default")])
+    mine = FannedOut("evt_mine", "user_created", BODY, ["crm", "erp"], "default")
+    log.enqueued([mine])
+    deliver_all(log, mine, log.get("evt_mine@crm").started_at)
     assert ids(log.query(DeliveryQuery(tenant="default"))) == {"evt_mine@crm", "evt_mine@erp"}  # the oldest went
 
 
