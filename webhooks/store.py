@@ -7,15 +7,19 @@ Lua scripts live in ``.lua`` files beside the module that runs them and are read
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterable, Sequence
 from functools import cache
 from importlib.resources import files
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import redis
 
 from webhooks.settings import Settings
 
-__all__ = ["is_embedded_store", "location", "lua", "script", "store_client"]
+__all__ = ["Owed", "is_embedded_store", "location", "lua", "script", "store_client"]
+
+T = TypeVar("T")
 
 
 def is_embedded_store(url: str) -> bool:
@@ -63,3 +67,32 @@ def script(client: redis.Redis, package: str, name: str) -> Any:
 @cache
 def _registered(client: redis.Redis, text: str) -> Any:
     return client.register_script(text)
+
+
+class Owed(Generic[T]):
+    """What a process could not tell the store while it failed, in the order it came to owe it, to tell it once
+    the store answers. Shared by the process's threads."""
+
+    def __init__(self) -> None:
+        self._items: list[T] = []
+        self._lock = threading.Lock()
+
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
+    def add(self, items: Iterable[T]) -> None:
+        with self._lock:
+            self._items.extend(items)
+
+    def take(self) -> list[T]:
+        """All that is owed, owed no longer (:meth:`put_back` what could not be told)."""
+        if not self._items:  # the common case, without the lock
+            return []
+        with self._lock:
+            items, self._items = self._items, []
+        return items
+
+    def put_back(self, items: Sequence[T]) -> None:
+        """Owe ``items`` again, ahead of what came to be owed since they were taken."""
+        with self._lock:
+            self._items[:0] = items

@@ -21,7 +21,6 @@ housekeeping's next tick (``settle_owed``), so an outage does not shrink an endp
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -37,7 +36,7 @@ from webhooks.errors import WebhooksError
 from webhooks.log import Attempt, State
 from webhooks.registry import Registry, writable
 from webhooks.settings import Settings
-from webhooks.store import script
+from webhooks.store import Owed, script
 
 __all__ = ["PACE_ATTEMPTS", "PACE_KEPT_SECONDS", "Attempted", "Bookkeeping", "GivenBack", "owing", "settle_owed"]
 
@@ -51,8 +50,7 @@ PACE_KEPT_SECONDS = 600
 PACE_ATTEMPTS = 100
 
 #: The slots this process could not give back while the store failed: ``(in-flight key, slot id)``.
-_owed: list[tuple[str, str]] = []
-_owed_lock = threading.Lock()
+_owed: Owed[tuple[str, str]] = Owed()
 
 
 def owing() -> bool:
@@ -62,9 +60,7 @@ def owing() -> bool:
 
 def settle_owed(client: redis.Redis) -> None:
     """Give back the slots this process owes, in one round trip; when the store still fails they stay owed."""
-    with _owed_lock:
-        owed = list(_owed)
-        _owed.clear()
+    owed = _owed.take()
     if not owed:
         return
     try:
@@ -73,8 +69,7 @@ def settle_owed(client: redis.Redis) -> None:
                 pipe.zrem(key, slot)
             pipe.execute()
     except redis.RedisError:
-        with _owed_lock:
-            _owed[:0] = owed
+        _owed.put_back(owed)
 
 
 class Attempted(Protocol):
@@ -168,10 +163,7 @@ class Bookkeeping:
                 len(given_back),
                 exc,
             )
-            with _owed_lock:
-                _owed.extend(
-                    (KEY_INFLIGHT.format(id=one.slot.endpoint_id), one.slot.id) for one in given_back if one.slot.id
-                )
+            _owed.add((KEY_INFLIGHT.format(id=one.slot.endpoint_id), one.slot.id) for one in given_back if one.slot.id)
             return []
         return self._settle(registry, tally, answer)
 

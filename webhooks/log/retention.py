@@ -58,14 +58,14 @@ class LogRetention(LogLayout):
             self._redis.delete(key, *self._tenant_state_keys(tenant), *activity)
         return deleted
 
-    def _trim_full_tenants(self, sizes: Iterable[tuple[str, Any]]) -> None:
-        """Trim each tenant whose finished deliveries, as the attempts script counted them (the largest count
-        seen), are over the cap."""
-        largest: dict[str, int] = {}
-        for tenant, size in sizes:
-            largest[tenant] = max(largest.get(tenant, 0), int(size))
-        for tenant, size in largest.items():
-            self._trim_if_full(tenant, size)
+    def _trim_full_tenants(self, finished: Iterable[tuple[str, Any]]) -> None:
+        """Trim each tenant whose finished deliveries, as the attempts script counted them (``(tenant, count)``
+        s; the highest count of a tenant is its latest), are over the cap."""
+        latest: dict[str, int] = {}
+        for tenant, count in finished:
+            latest[tenant] = max(latest.get(tenant, 0), int(count))
+        for tenant, count in latest.items():
+            self._trim_if_full(tenant, count)
 
     def _trim_if_full(self, tenant: str, count: int) -> None:
         """Delete ``tenant``'s oldest finished deliveries when ``count`` (how many it has) is over the cap."""

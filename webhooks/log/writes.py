@@ -61,16 +61,16 @@ class LogWrites(LogRetention):
         calls = [
             self._attempts_input(records[n : n + ATTEMPTS_PER_CALL], tenants[n : n + ATTEMPTS_PER_CALL]) for n in chunks
         ]
-        sizes = self._run_each("record_attempts.lua", [call for call, _ in calls])
+        finished = self._run_each("record_attempts.lua", [call for call, _ in calls])
         self._trim_full_tenants(
-            pair for (_, names), answer in zip(calls, sizes, strict=True) for pair in zip(names, answer, strict=True)
+            pair for (_, names), counts in zip(calls, finished, strict=True) for pair in zip(names, counts, strict=True)
         )
 
     def _attempts_input(
         self, records: Sequence[AttemptRecord], tenants: Sequence[str]
     ) -> tuple[ScriptInput, list[str]]:
         """KEYS and ARGV of one call of the attempts script for ``records`` (of ``tenants``), and its tenants in
-        the order of the sizes it returns."""
+        the order of the finished counts it returns."""
         numbers = {tenant: n + 1 for n, tenant in enumerate(dict.fromkeys(tenants))}
         keys = [self.KEY_ALL, *self._state_keys()]
         for tenant in numbers:

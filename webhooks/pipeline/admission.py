@@ -33,7 +33,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -48,7 +47,7 @@ from webhooks.pipeline.calls import DELIVERIES_PER_BATCH, admitted_call, deliver
 from webhooks.queue import Queue, TaskCall
 from webhooks.queue.base import reachable
 from webhooks.settings import Settings
-from webhooks.store import script, store_client
+from webhooks.store import Owed, script, store_client
 
 __all__ = ["ADMIT_PER_CALL", "TEND_EVERY_SECONDS", "TEND_MOST_TENANTS", "Admission", "Tended", "admission_for", "owing"]
 
@@ -74,14 +73,23 @@ class _Owed:
     args: tuple[str, ...]
 
 
-#: What this process owes the store: in the order it came to owe it.
-_owed: list[_Owed] = []
-_owed_lock = threading.Lock()
+#: What this process owes the store.
+_owed: Owed[_Owed] = Owed()
 
 
 def owing() -> bool:
     """Whether this process owes the store a slot freed or given back (housekeeping then settles it)."""
     return bool(_owed)
+
+
+@dataclass(frozen=True, slots=True)
+class _Admitted:
+    """What an admission gave one tenant to send now: parked entries ``taken`` out, and the ``fresh`` calls of
+    deliveries it did not park."""
+
+    tenant: str
+    taken: list[str]
+    fresh: list[TaskCall]
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,18 +125,15 @@ class Admission:
     def admit(self, by_tenant: dict[str, list[list[str]]]) -> list[TaskCall]:
         """The calls to send now for each tenant's deliveries: a single delivery as it is, batches within the
         tenant's room (those it parked before first); the rest are parked. Raises redis-py's errors."""
-        return [call for _, taken, fresh in self._admit(by_tenant, _entries(by_tenant)) for call in taken + fresh]
+        return _calls(self._admit(by_tenant, _entries(by_tenant)))
 
-    def _admit(
-        self, by_tenant: dict[str, list[list[str]]], entries: dict[str, list[str]]
-    ) -> list[tuple[list[str], list[TaskCall], list[TaskCall]]]:
-        """:meth:`admit` of the batches ``entries`` made, for each tenant: the entries parked before and taken
-        out now, their calls, and the new calls."""
-        admitted: list[tuple[list[str], list[TaskCall], list[TaskCall]]] = []
+    def _admit(self, by_tenant: dict[str, list[list[str]]], entries: dict[str, list[str]]) -> list[_Admitted]:
+        """:meth:`admit` of the batches ``entries`` made, tenant by tenant."""
+        admitted: list[_Admitted] = []
         for tenant, deliveries in by_tenant.items():
             if tenant not in entries:
                 ((endpoint_id, event_id, body, mac),) = deliveries
-                admitted.append(([], [], [delivery_call(endpoint_id, event_id, body, mac)]))
+                admitted.append(_Admitted(tenant, [], [delivery_call(endpoint_id, event_id, body, mac)]))
                 continue
             taken, fresh = [], []
             for start in range(0, len(entries[tenant]), ADMIT_PER_CALL):  # each a script: see ADMIT_PER_CALL
@@ -136,7 +141,7 @@ class Admission:
                 taken_now, fresh_now = self._run("admit", tenant, made)
                 taken += taken_now
                 fresh += [_call(tenant, made[int(i) - 1]) for i in fresh_now]
-            admitted.append((taken, [_call(tenant, entry) for entry in taken], fresh))
+            admitted.append(_Admitted(tenant, taken, fresh))
         return admitted
 
     def give_back(self, tenant: str, entries: Sequence[str]) -> None:
@@ -175,8 +180,7 @@ class Admission:
         try:
             return self._run(owed.op, owed.tenant, owed.args)
         except redis.RedisError as exc:
-            with _owed_lock:
-                _owed.append(owed)
+            _owed.add([owed])
             logger.warning(
                 "Tenant %s's batch slots are freed, and its next parked batch sent, once the store answers: %s",
                 owed.tenant,
@@ -203,12 +207,12 @@ class Admission:
         except OperationalError:
             self._forget(entries)
             raise
-        calls = [call for _, taken, fresh in admitted for call in taken + fresh]
+        calls = _calls(admitted)
         try:
             queue.send(calls)
         except OperationalError:
-            for tenant, (taken, _, _) in zip(by_tenant, admitted, strict=True):
-                self.give_back(tenant, taken)
+            for each in admitted:
+                self.give_back(each.tenant, each.taken)
             self._forget(entries)
             raise
         return calls
@@ -239,15 +243,12 @@ class Admission:
     def settle(self, queue: Queue) -> None:
         """Tell the store what this process owes it (slots freed or given back while it failed), in order; what
         it still cannot tell stays owed."""
-        with _owed_lock:
-            owed = list(_owed)
-            _owed.clear()
+        owed = _owed.take()
         for done, each in enumerate(owed):
             try:
                 answer = self._run(each.op, each.tenant, each.args)
             except redis.RedisError:
-                with _owed_lock:
-                    _owed[:0] = owed[done:]
+                _owed.put_back(owed[done:])
                 return
             self._send_taken(queue, each, answer)
 
@@ -299,6 +300,11 @@ def _entries(by_tenant: dict[str, list[list[str]]]) -> dict[str, list[str]]:
         for tenant, deliveries in by_tenant.items()
         if len(deliveries) > 1
     }
+
+
+def _calls(admitted: Sequence[_Admitted]) -> list[TaskCall]:
+    """The calls to send for ``admitted``, each tenant's parked entries before its fresh calls."""
+    return [call for each in admitted for call in [_call(each.tenant, e) for e in each.taken] + each.fresh]
 
 
 def _call(tenant: str, entry: str) -> TaskCall:

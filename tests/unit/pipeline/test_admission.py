@@ -344,4 +344,4 @@ def store_down(admission: Admission) -> Iterator[None]:
 def nothing_owed() -> Iterator[None]:
     """Each test starts and ends owing the store nothing (what a process owes is the process's)."""
     yield
-    admission_module._owed.clear()
+    admission_module._owed.take()

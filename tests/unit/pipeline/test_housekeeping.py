@@ -13,6 +13,7 @@ from webhooks.pipeline import admission, housekeeping, reconcile
 from webhooks.pipeline.housekeeping import Chores
 from webhooks.queue import chores
 from webhooks.settings import Settings
+from webhooks.store import Owed
 
 SETTINGS = Settings(broker_url="redis://127.0.0.1:1/0")
 
@@ -146,7 +147,9 @@ def test_endpoint_slots_the_process_owes_are_given_back_at_the_next_tick(store, 
     worker = Chores(Broker(), None, "w1@host", idle)
     worker.run(SETTINGS, 1000.0)
     store.zadd("webhooks:inflight:crm", {"slot_1": 2000.0})
-    monkeypatch.setattr(bookkeeping, "_owed", [("webhooks:inflight:crm", "slot_1")])
+    owed: Owed[tuple[str, str]] = Owed()
+    owed.add([("webhooks:inflight:crm", "slot_1")])
+    monkeypatch.setattr(bookkeeping, "_owed", owed)
     worker.run(SETTINGS, 1000.5)  # nothing else due
     assert not bookkeeping.owing()
     assert store.zcard("webhooks:inflight:crm") == 0
