@@ -36,10 +36,10 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import redis
 from kombu.exceptions import OperationalError
@@ -85,6 +85,18 @@ SENT_GRACE_SECONDS = 20
 
 #: What the append script returns when the event goes as its own fan-out task.
 WENT_ALONE = 2
+#: What it returns, having changed nothing, when it must push a task whose message it was not given.
+WANTS_MESSAGE = -1
+
+
+class Pushes(Protocol):
+    """How the inbox's scripts push a task on a Redis broker (``RedisQueue`` is one)."""
+
+    def list_of(self, call: TaskCall) -> str:
+        """The list ``call`` goes to."""
+
+    def message(self, call: TaskCall) -> tuple[str, bytes]:
+        """The list ``call`` goes to and its message."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +129,11 @@ class Inbox:
     call's list and message, which the script that leases the inbox pushes in the same step; without it, the
     task is sent through ``queue`` once the script has leased the inbox to it."""
 
+    #: Whether the last append found events waiting (the next most likely will, and then pushes nothing): it
+    #: then goes without the messages it might push, built only when the script asks for them. A hint for
+    #: speed, so a race between threads costs at most a second round trip.
+    _busy = False
+
     #: What a look reads: none of them existing, no event waits and none travels in a task of its own.
     LOOK_KEYS = (KEY_INBOX, KEY_SENT)
 
@@ -125,7 +142,7 @@ class Inbox:
         client: redis.Redis,
         queue: Queue,
         *,
-        pushed: Callable[[TaskCall], tuple[str, bytes]] | None = None,
+        pushed: Pushes | None = None,
     ) -> None:
         self.client, self.queue, self.pushed = client, queue, pushed
 
@@ -135,24 +152,35 @@ class Inbox:
         (``fanned_out``); else into the inbox, scheduling ``fanout`` if the event is the first to wait or, on a
         Redis broker, if no task holds the lease (its task lost with its worker).
 
-        On a Redis broker the script pushes whichever task it chose, so there is no send to fail or wait.
+        On a Redis broker the script pushes whichever task it chose, so there is no send to fail or wait; while
+        events wait (``_busy``) it is first run without the messages, which it then rarely needs.
         Elsewhere the task is sent apart, and a send that fails is reported, not raised: the event is accepted
         (in the store), and the workers' housekeeping sends it on; ``fanout`` is sent only for the first event to
         wait, since a send to a broker that is down would hold up every publish."""
-        keys = [KEY_INBOX, KEY_LEASE, KEY_SENT]
-        messages = [b"", b""]
-        if self.pushed is not None:
-            (fanout_key, messages[0]), (alone_key, messages[1]) = self.pushed(fanout), self.pushed(alone)
-            keys += [fanout_key, alone_key]
+        keys, entry = [KEY_INBOX, KEY_LEASE, KEY_SENT], json.dumps(list(event))
+        if self.pushed is None:
+            result = self._append(keys, entry, fanout)
+            if result > 0:
+                self._send(alone if result == WENT_ALONE else fanout)
+            return
+        keys += [self.pushed.list_of(fanout), self.pushed.list_of(alone)]
+        result = self._append(keys, entry, fanout) if self._busy else WANTS_MESSAGE
+        if result == WANTS_MESSAGE:
+            messages = self.pushed.message(fanout)[1], self.pushed.message(alone)[1]
+            result = self._append(keys, entry, fanout, *messages)
+        self._busy = result != WENT_ALONE  # appended: events wait
+
+    def _append(self, keys: list[str], entry: str, fanout: TaskCall, *messages: bytes) -> int:
+        """Run the append script; ``messages``: the fan-out's and the lone event's (none: on a Redis broker it
+        answers WANTS_MESSAGE when it would push one)."""
+        fanout_message, alone_message = messages or (b"", b"")
         any_append = "1" if self.pushed is not None else "0"
-        entry = json.dumps(list(event))
         with reachable():
             result: int = self._script("inbox_append.lua")(
                 keys=keys,
-                args=[entry, fanout.task_id or "", messages[0], LEASE_SECONDS, any_append, messages[1]],
+                args=[entry, fanout.task_id or "", fanout_message, LEASE_SECONDS, any_append, alone_message],
             )
-        if self.pushed is None and result > 0:
-            self._send(alone if result == WENT_ALONE else fanout)
+        return result
 
     def send_events(self, events: Sequence[Sequence[str]], calls: Sequence[TaskCall]) -> None:
         """Send the fan-out tasks ``calls`` that carry ``events`` (a ``publish_events()`` batch). On a Redis broker
@@ -162,7 +190,7 @@ class Inbox:
         if self.pushed is None:
             self.queue.send(calls)
             return
-        lists = by_list(calls, self.pushed)
+        lists = by_list(calls, self.pushed.message)
         args: list[str | bytes | int] = [len(events), *(json.dumps(list(event)) for event in events)]
         for messages in lists.values():
             args += [len(messages), *messages]
@@ -253,7 +281,7 @@ class Inbox:
         broker it pushes the task's message too, elsewhere the task is sent here."""
         keys, message = [KEY_INBOX, KEY_LEASE], b""
         if self.pushed is not None:
-            key, message = self.pushed(fanout)
+            key, message = self.pushed.message(fanout)
             keys.append(key)
         with reachable():
             result: int = self._script(name)(keys=keys, args=[fanout.task_id or "", message, LEASE_SECONDS, *args])

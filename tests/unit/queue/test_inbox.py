@@ -225,7 +225,7 @@ def test_an_empty_inbox_needs_no_fanout_task(broker, redis_queue, redis_inbox):
 def test_an_unreachable_broker_raises_publish_error_and_the_event_is_not_published(monkeypatch):
     monkeypatch.setattr(app.conf, "broker_url", "redis://127.0.0.1:1/0")
     queue = RedisQueue(app, unreachable_redis())
-    monkeypatch.setattr("webhooks.publish.inbox_for", lambda app: Inbox(queue.client, queue, pushed=queue.message))
+    monkeypatch.setattr("webhooks.publish.inbox_for", lambda app: Inbox(queue.client, queue, pushed=queue))
     with pytest.raises(PublishError, match=r"^Event evt_\w+ was not published: the broker at redis://127.0.0.1:1/0"):
         publish(1)
 
@@ -406,3 +406,27 @@ def test_an_unreachable_inbox_raises_operational_error():
         Inbox(unreachable_redis(), queue).append(("user_created", "evt_1", "{}"), inbox_fanout_call(), alone("evt_1"))
     with pytest.raises(OperationalError):
         Inbox(unreachable_redis(), queue).claim("t", 1)
+
+
+def test_while_events_wait_an_append_builds_no_message_unless_the_script_asks_for_one(broker, redis_queue):
+    built: list[str] = []
+
+    class Counting(RedisQueue):
+        def message(self, call: TaskCall) -> tuple[str, bytes]:
+            built.append(call.name)
+            return super().message(call)
+
+    inbox = Inbox(broker, redis_queue, pushed=Counting(app, broker))
+    inbox.append(("user_created", "evt_1", "{}"), inbox_fanout_call(), alone("evt_1"))  # the first to wait
+    assert len(built) == 2 and len(queued(broker)) == 1
+    for n in range(2, 5):  # waiting behind it: nothing to push
+        inbox.append(("user_created", f"evt_{n}", "{}"), inbox_fanout_call(), alone(f"evt_{n}"))
+    assert len(built) == 2 and broker.llen(KEY_INBOX) == 4
+    broker.delete(KEY_LEASE)  # its task lost with its worker: the next append schedules another
+    fanout = inbox_fanout_call()
+    inbox.append(("user_created", "evt_5", "{}"), fanout, alone("evt_5"))
+    assert len(built) == 4 and broker.llen(KEY_INBOX) == 5  # asked for, then appended once
+    assert queued(broker)[0]["id"] == fanout.task_id == lease(broker)  # pushed to the head
+    broker.delete(KEY_INBOX, KEY_LEASE, KEY_SENT)  # drained: the next event goes alone
+    inbox.append(("user_created", "evt_6", "{}"), inbox_fanout_call(), alone("evt_6"))
+    assert "evt_6" in queued(broker)[0]["argsrepr"] and broker.llen(KEY_INBOX) == 0
