@@ -22,7 +22,6 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    PlainSerializer,
     TypeAdapter,
     ValidationError,
     ValidationInfo,
@@ -98,17 +97,9 @@ def _to_utc(value: object) -> datetime:
         ) from None
 
 
-def _format_utc(value: datetime) -> str:
-    # isoformat() pads the year to four digits, which strftime("%Y") does not on every platform.
-    if value.tzinfo is UTC and not value.microsecond:  # what _to_utc returns: "...+00:00" becomes "...Z"
-        return value.isoformat()[:-6] + "Z"
-    return value.replace(tzinfo=None, microsecond=0).isoformat() + "Z"
-
-
-UtcDatetime = Annotated[
-    datetime, BeforeValidator(_to_utc), PlainSerializer(_format_utc, return_type=str, when_used="json")
-]
-"""An aware instant in UTC, written on the wire as ``YYYY-MM-DDTHH:MM:SSZ``."""
+UtcDatetime = Annotated[datetime, BeforeValidator(_to_utc)]
+"""An aware instant in UTC, written on the wire as ``YYYY-MM-DDTHH:MM:SSZ``: pydantic writes a UTC instant with
+no microseconds (what ``_to_utc`` makes, models being frozen) that way itself, year padded to four digits."""
 
 
 #: A lone surrogate: Python strings hold them; UTF-8, JSON and HTTP headers cannot.
@@ -402,6 +393,7 @@ def build_event(
     model = EVENT_MODELS.get(name) if isinstance(name, str) else None
     if model is None:
         raise InvalidEventError(_unknown_name(name))
+    now = now.replace(microsecond=0)  # what the wire keeps, once rather than in each field's validation
     data: dict[str, Any] = {
         "id": "evt_" + uuid4().hex if event_id is None else event_id,
         "name": name,
