@@ -140,6 +140,10 @@ def test_aware_datetime_in_another_zone_is_converted_and_microseconds_dropped() 
     assert body["occurred_at"] == "2026-11-21T10:00:00Z"
 
 
+def test_a_year_before_1000_is_written_with_four_digits() -> None:
+    assert wire(build("user_created", occurred_at="0005-01-02T03:04:05Z"))["occurred_at"] == "0005-01-02T03:04:05Z"
+
+
 @pytest.mark.parametrize("naive", [datetime(2026, 11, 21, 10, 0), "2026-11-21T10:00:00"])
 def test_naive_datetime_is_rejected_with_time_zone_message(naive: datetime | str) -> None:
     message = rejects("user_created", "user.signed_up_at", "has no time zone", user=user(signed_up_at=naive))
