@@ -39,7 +39,7 @@ def test_a_retry_redis_refuses_to_schedule_is_requeued_and_delivered_once_redis_
         ],
     )
     # A short visibility timeout (above the test's 22 s task time limit) so the requeued delivery returns soon.
-    # An attempt still unanswered after HANDOFF_SECONDS (0.1 s; a loaded host) is settled by its process instead:
+    # An attempt still unanswered after HANDOFF_SECONDS (0.05 s; a loaded host) is settled by its process instead:
     # its retry refused there, the delivery is the reconciliation's, which the short period below brings soon.
     env = service_env(redis_server, registry, visibility_timeout="25", reconcile_after_seconds="30")
     first = start_worker(env, name="first")

@@ -25,7 +25,7 @@ __all__ = ["HANDOFF_SECONDS", "Stragglers"]
 logger = logging.getLogger("webhooks.delivery")
 
 #: Most seconds a batch's task waits for its attempts before it hands those still in flight to its process.
-HANDOFF_SECONDS = 0.1
+HANDOFF_SECONDS = 0.05
 
 
 class Stragglers:
