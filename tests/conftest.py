@@ -92,7 +92,7 @@ def redis_queue(monkeypatch: pytest.MonkeyPatch) -> RedisQueue:
     from webhooks.celery_app import app
 
     queue = RedisQueue(app, fakeredis.FakeRedis(server=fakeredis.FakeServer()))
-    inbox = Inbox(queue.client, queue, pushed=queue)
+    inbox = Inbox(queue.client, queue, pushed=queue.message)
     for module in ("webhooks.publish", "webhooks.pipeline.tasks", "webhooks.pipeline.task_run"):
         monkeypatch.setattr(f"{module}.inbox_for", lambda app: inbox)
     for module in (

@@ -25,7 +25,7 @@ from webhooks.errors import DeliveryLogError, InvalidEventError, PublishError
 from webhooks.events import Company, Event, Relationship, User, build_event, serialize
 from webhooks.log import DeliveryLog, FannedOut
 from webhooks.pipeline.calls import Published, delivery_call, fanout_calls, inbox_fanout_call
-from webhooks.queue import inbox_for, queue_for
+from webhooks.queue import TaskCall, inbox_for, queue_for
 from webhooks.samples import sample_event_kwargs
 from webhooks.settings import get_settings
 from webhooks.store import location, store_client
@@ -127,8 +127,12 @@ def _publish(app: Celery, events: Sequence[Published]) -> None:
     events = [event._replace(mac=macs.event(event.name, event.event_id, event.body, event.tenant)) for event in events]
     inbox = inbox_for(app)
     if inbox is not None and len(events) == 1:
-        (alone,) = fanout_calls(events)
-        inbox.append(events[0], inbox_fanout_call(), alone)
+
+        def calls() -> tuple[TaskCall, TaskCall]:  # made only when the inbox asks: a waiting event needs neither
+            (alone,) = fanout_calls(events)
+            return inbox_fanout_call(), alone
+
+        inbox.append(events[0], calls)
     elif inbox is not None:
         inbox.send_events(events, fanout_calls(events))
     else:

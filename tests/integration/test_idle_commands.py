@@ -31,7 +31,7 @@ def client(redis_server):
 
 def test_an_idle_look_is_one_read_and_a_due_message_is_still_released_at_its_time(client):
     queue = RedisQueue(app, client)
-    chores = BrokerChores(queue.waiting, Inbox(client, queue, pushed=queue))
+    chores = BrokerChores(queue.waiting, Inbox(client, queue, pushed=queue.message))
     now = time.time()
     client.config_resetstat()
     assert chores.look(now).next_at(now) == now + 20

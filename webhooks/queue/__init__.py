@@ -90,7 +90,7 @@ def _wiring(app: Celery, url: str) -> _Wiring:
     if is_redis_url(url):
         client = broker_client(url)
         queue = RedisQueue(app, client)
-        inbox = Inbox(client, queue, pushed=queue)  # the inbox's script pushes its fan-out task
+        inbox = Inbox(client, queue, pushed=queue.message)  # the inbox's script pushes its fan-out task
         depths = QueueDepths(client, list(app.amqp.queues))  # every lane
         return _Wiring(queue, inbox, BrokerChores(queue.waiting, inbox), depths)
     celery_queue = RabbitMQQueue(app) if is_py_amqp_url(url) else CeleryQueue(app)

@@ -36,10 +36,10 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import redis
 from kombu.exceptions import OperationalError
@@ -85,18 +85,8 @@ SENT_GRACE_SECONDS = 20
 
 #: What the append script returns when the event goes as its own fan-out task.
 WENT_ALONE = 2
-#: What it returns, having changed nothing, when it must push a task whose message it was not given.
+#: What it returns, having changed nothing, when it must push a task whose list and message it was not given.
 WANTS_MESSAGE = -1
-
-
-class Pushes(Protocol):
-    """How the inbox's scripts push a task on a Redis broker (``RedisQueue`` is one)."""
-
-    def list_of(self, call: TaskCall) -> str:
-        """The list ``call`` goes to."""
-
-    def message(self, call: TaskCall) -> tuple[str, bytes]:
-        """The list ``call`` goes to and its message."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,43 +132,45 @@ class Inbox:
         client: redis.Redis,
         queue: Queue,
         *,
-        pushed: Pushes | None = None,
+        pushed: Callable[[TaskCall], tuple[str, bytes]] | None = None,
     ) -> None:
         self.client, self.queue, self.pushed = client, queue, pushed
 
-    def append(self, event: Sequence[str], fanout: TaskCall, alone: TaskCall) -> None:
-        """Accept one event ``(name, id, body, tenant, mac)``, in one script: as its own fan-out task ``alone``
-        when nothing waits (one hop and a claim less), noted in KEY_SENT until that task has fanned it out
-        (``fanned_out``); else into the inbox, scheduling ``fanout`` if the event is the first to wait or, on a
-        Redis broker, if no task holds the lease (its task lost with its worker).
+    def append(self, event: Sequence[str], calls: Callable[[], tuple[TaskCall, TaskCall]]) -> None:
+        """Accept one event ``(name, id, body, tenant, mac)``, in one script: as its own fan-out task when nothing
+        waits (one hop and a claim less), noted in KEY_SENT until that task has fanned it out (``fanned_out``);
+        else into the inbox, scheduling the inbox's fan-out task if the event is the first to wait or, on a Redis
+        broker, if no task holds the lease (its task lost with its worker). ``calls()`` makes those two tasks
+        (the inbox's fan-out, the event's own), each with a new id.
 
         On a Redis broker the script pushes whichever task it chose, so there is no send to fail or wait; while
-        events wait (``_busy``) it is first run without the messages, which it then rarely needs.
+        events wait (``_busy``) it is first run without the tasks, which it then rarely needs, and asks for them.
         Elsewhere the task is sent apart, and a send that fails is reported, not raised: the event is accepted
-        (in the store), and the workers' housekeeping sends it on; ``fanout`` is sent only for the first event to
-        wait, since a send to a broker that is down would hold up every publish."""
+        (in the store), and the workers' housekeeping sends it on; the inbox's fan-out is sent only for the first
+        event to wait, since a send to a broker that is down would hold up every publish."""
         keys, entry = [KEY_INBOX, KEY_LEASE, KEY_SENT], json.dumps(list(event))
         if self.pushed is None:
-            result = self._append(keys, entry, fanout)
+            fanout, alone = calls()
+            result = self._append(keys, entry, fanout.task_id or "")
             if result > 0:
                 self._send(alone if result == WENT_ALONE else fanout)
             return
-        keys += [self.pushed.list_of(fanout), self.pushed.list_of(alone)]
-        result = self._append(keys, entry, fanout) if self._busy else WANTS_MESSAGE
+        result = self._append(keys, entry, "") if self._busy else WANTS_MESSAGE
         if result == WANTS_MESSAGE:
-            messages = self.pushed.message(fanout)[1], self.pushed.message(alone)[1]
-            result = self._append(keys, entry, fanout, *messages)
+            fanout, alone = calls()
+            (fanout_list, fanout_message), (alone_list, alone_message) = self.pushed(fanout), self.pushed(alone)
+            keys += [fanout_list, alone_list]
+            result = self._append(keys, entry, fanout.task_id or "", fanout_message, alone_message)
         self._busy = result != WENT_ALONE  # appended: events wait
 
-    def _append(self, keys: list[str], entry: str, fanout: TaskCall, *messages: bytes) -> int:
-        """Run the append script; ``messages``: the fan-out's and the lone event's (none: on a Redis broker it
-        answers WANTS_MESSAGE when it would push one)."""
+    def _append(self, keys: list[str], entry: str, fanout_id: str, *messages: bytes) -> int:
+        """Run the append script; ``messages``: the fan-out's and the lone event's, their lists in ``keys``
+        (none: on a Redis broker it answers WANTS_MESSAGE when it would push one)."""
         fanout_message, alone_message = messages or (b"", b"")
         any_append = "1" if self.pushed is not None else "0"
         with reachable():
             result: int = self._script("inbox_append.lua")(
-                keys=keys,
-                args=[entry, fanout.task_id or "", fanout_message, LEASE_SECONDS, any_append, alone_message],
+                keys=keys, args=[entry, fanout_id, fanout_message, LEASE_SECONDS, any_append, alone_message]
             )
         return result
 
@@ -190,7 +182,7 @@ class Inbox:
         if self.pushed is None:
             self.queue.send(calls)
             return
-        lists = by_list(calls, self.pushed.message)
+        lists = by_list(calls, self.pushed)
         args: list[str | bytes | int] = [len(events), *(json.dumps(list(event)) for event in events)]
         for messages in lists.values():
             args += [len(messages), *messages]
@@ -281,7 +273,7 @@ class Inbox:
         broker it pushes the task's message too, elsewhere the task is sent here."""
         keys, message = [KEY_INBOX, KEY_LEASE], b""
         if self.pushed is not None:
-            key, message = self.pushed.message(fanout)
+            key, message = self.pushed(fanout)
             keys.append(key)
         with reachable():
             result: int = self._script(name)(keys=keys, args=[fanout.task_id or "", message, LEASE_SECONDS, *args])

@@ -77,12 +77,8 @@ class RedisQueue(Queue):
 
     def message(self, call: TaskCall) -> tuple[str, bytes]:
         """The list ``call`` goes to and its message, as Celery and kombu would push it."""
-        key = self.list_of(call)
+        key = call.queue or list_for(self.app, call.name)
         return key, task_message(call, key, self.app.thread_oid)
-
-    def list_of(self, call: TaskCall) -> str:
-        """The list ``call`` goes to: its queue, else the one Celery's router names."""
-        return call.queue or list_for(self.app, call.name)
 
     def _celery_hooks_wanted(self) -> bool:
         return bool(self.app.conf.task_send_sent_event or before_task_publish.receivers or after_task_publish.receivers)

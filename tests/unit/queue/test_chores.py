@@ -30,7 +30,7 @@ def queue(broker):
 @pytest.fixture
 def housekeeping(queue):
     """The chores of a Redis broker: its waiting set and its inbox."""
-    return BrokerChores(queue.waiting, Inbox(queue.client, queue, pushed=queue))
+    return BrokerChores(queue.waiting, Inbox(queue.client, queue, pushed=queue.message))
 
 
 @pytest.fixture(autouse=True)

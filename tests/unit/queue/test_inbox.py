@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 
 import fakeredis
 import pytest
@@ -225,7 +226,7 @@ def test_an_empty_inbox_needs_no_fanout_task(broker, redis_queue, redis_inbox):
 def test_an_unreachable_broker_raises_publish_error_and_the_event_is_not_published(monkeypatch):
     monkeypatch.setattr(app.conf, "broker_url", "redis://127.0.0.1:1/0")
     queue = RedisQueue(app, unreachable_redis())
-    monkeypatch.setattr("webhooks.publish.inbox_for", lambda app: Inbox(queue.client, queue, pushed=queue))
+    monkeypatch.setattr("webhooks.publish.inbox_for", lambda app: Inbox(queue.client, queue, pushed=queue.message))
     with pytest.raises(PublishError, match=r"^Event evt_\w+ was not published: the broker at redis://127.0.0.1:1/0"):
         publish(1)
 
@@ -310,12 +311,17 @@ def alone(event_id: str) -> TaskCall:
     return call
 
 
+def calls(event_id: str) -> Callable[[], tuple[TaskCall, TaskCall]]:
+    """What an append is given: the inbox's fan-out task and the event's own, made when it asks."""
+    return lambda: (inbox_fanout_call(), alone(event_id))
+
+
 def store_lease(store_inbox) -> str:
     return store_inbox.client.get(KEY_LEASE).decode().removeprefix("scheduled:")
 
 
 def append(store_inbox, event_id: str) -> None:
-    store_inbox.append(("user_created", event_id, "{}"), inbox_fanout_call(), alone(event_id))
+    store_inbox.append(("user_created", event_id, "{}"), calls(event_id))
 
 
 def test_in_the_store_single_events_wait_behind_one_fanout_task_sent_through_celery(store_inbox):
@@ -395,7 +401,7 @@ def test_in_the_store_a_lapsed_lease_is_left_to_the_workers_not_to_the_next_appe
 
 def test_on_a_redis_broker_the_inbox_pushes_the_fanout_message_it_is_given_in_the_same_step(broker, redis_inbox):
     fanout = TaskCall("any.task.name", (), "()", task_id="task-7")  # the pipeline names it, not the inbox
-    redis_inbox.append(("user_created", "evt_1", "{}"), fanout, alone("evt_1"))
+    redis_inbox.append(("user_created", "evt_1", "{}"), lambda: (fanout, alone("evt_1")))
     (task,) = queued(broker)
     assert (task["task"], task["id"], lease(broker)) == ("any.task.name", "task-7", "task-7")
 
@@ -403,30 +409,31 @@ def test_on_a_redis_broker_the_inbox_pushes_the_fanout_message_it_is_given_in_th
 def test_an_unreachable_inbox_raises_operational_error():
     queue = CeleryQueue(app)
     with pytest.raises(OperationalError):
-        Inbox(unreachable_redis(), queue).append(("user_created", "evt_1", "{}"), inbox_fanout_call(), alone("evt_1"))
+        Inbox(unreachable_redis(), queue).append(("user_created", "evt_1", "{}"), calls("evt_1"))
     with pytest.raises(OperationalError):
         Inbox(unreachable_redis(), queue).claim("t", 1)
 
 
-def test_while_events_wait_an_append_builds_no_message_unless_the_script_asks_for_one(broker, redis_queue):
-    built: list[str] = []
+def test_while_events_wait_an_append_makes_no_task_unless_the_script_asks_for_them(broker, redis_inbox):
+    made: list[str] = []
 
-    class Counting(RedisQueue):
-        def message(self, call: TaskCall) -> tuple[str, bytes]:
-            built.append(call.name)
-            return super().message(call)
+    def counted(event_id: str, fanout: TaskCall | None = None) -> Callable[[], tuple[TaskCall, TaskCall]]:
+        def make() -> tuple[TaskCall, TaskCall]:
+            made.append(event_id)
+            return fanout or inbox_fanout_call(), alone(event_id)
 
-    inbox = Inbox(broker, redis_queue, pushed=Counting(app, broker))
-    inbox.append(("user_created", "evt_1", "{}"), inbox_fanout_call(), alone("evt_1"))  # the first to wait
-    assert len(built) == 2 and len(queued(broker)) == 1
+        return make
+
+    redis_inbox.append(("user_created", "evt_1", "{}"), counted("evt_1"))  # the first to wait
+    assert made == ["evt_1"] and len(queued(broker)) == 1
     for n in range(2, 5):  # waiting behind it: nothing to push
-        inbox.append(("user_created", f"evt_{n}", "{}"), inbox_fanout_call(), alone(f"evt_{n}"))
-    assert len(built) == 2 and broker.llen(KEY_INBOX) == 4
+        redis_inbox.append(("user_created", f"evt_{n}", "{}"), counted(f"evt_{n}"))
+    assert made == ["evt_1"] and broker.llen(KEY_INBOX) == 4
     broker.delete(KEY_LEASE)  # its task lost with its worker: the next append schedules another
     fanout = inbox_fanout_call()
-    inbox.append(("user_created", "evt_5", "{}"), fanout, alone("evt_5"))
-    assert len(built) == 4 and broker.llen(KEY_INBOX) == 5  # asked for, then appended once
+    redis_inbox.append(("user_created", "evt_5", "{}"), counted("evt_5", fanout))
+    assert made == ["evt_1", "evt_5"] and broker.llen(KEY_INBOX) == 5  # asked for, then appended once
     assert queued(broker)[0]["id"] == fanout.task_id == lease(broker)  # pushed to the head
     broker.delete(KEY_INBOX, KEY_LEASE, KEY_SENT)  # drained: the next event goes alone
-    inbox.append(("user_created", "evt_6", "{}"), inbox_fanout_call(), alone("evt_6"))
+    redis_inbox.append(("user_created", "evt_6", "{}"), counted("evt_6"))
     assert "evt_6" in queued(broker)[0]["argsrepr"] and broker.llen(KEY_INBOX) == 0
