@@ -4,7 +4,8 @@
 -- (in the same order); then seven per attempt: the delivery hash, its attempts list, the endpoint's index, the
 -- endpoint's last attempt, its counts for this hour, the event kind's index, the event id's index.
 -- ARGV: retention, history kept, the counters' time to live, the number of tenants, the number of states, the
--- name of each state (in the order of their indexes), each tenant's name; then fifteen per attempt: its tenant's
+-- name of each state (in the order of their indexes), the number of states the cap counts and their names
+-- (retention.EVICTABLE), each tenant's name; then fifteen per attempt: its tenant's
 -- number (from 1), now, delivery id, event id, endpoint id, event name, body, state, attempt number, last
 -- result, latency, next retry ("" for none), the attempt as JSON, the delivery counter to increment
 -- (``health.counted_as``; "" for none), and the latency bucket to increment ("" without a response).
@@ -14,7 +15,10 @@ local retention, history, counted_for = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local tenants, states = tonumber(ARGV[4]), tonumber(ARGV[5])
 local per_tenant = 1 + states
 local function tenant_key(t) return 2 + states + (t - 1) * per_tenant end  -- its index; its states' follow
-local first_key, first_arg = tenant_key(tenants + 1), 6 + states + tenants
+local evictable, counted = {}, tonumber(ARGV[6 + states])
+for i = 1, counted do evictable[ARGV[6 + states + i]] = true end
+local names_at = 6 + states + counted  -- tenant t's name is ARGV[names_at + t]
+local first_key, first_arg = tenant_key(tenants + 1), names_at + tenants + 1
 -- The indexes cut to the retention, and the keys given its time to live, once each after the attempts: the
 -- shared ones are the same for every attempt, and cutting a large index costs a lookup each time.
 local cut, live, latest = {}, {}, 0
@@ -28,7 +32,7 @@ for a = 0, (#ARGV - first_arg + 1) / 15 - 1 do
     local before = redis.call('HMGET', KEYS[k], 'state', 'started_at')
     redis.call('HSET', KEYS[k], 'event_id', ARGV[v + 3], 'endpoint_id', ARGV[v + 4], 'event_name', ARGV[v + 5],
         'body', ARGV[v + 6], 'state', state, 'updated_at', now, 'attempts', ARGV[v + 8], 'last_result', ARGV[v + 9],
-        'last_latency_ms', ARGV[v + 10], 'next_retry_at', ARGV[v + 11], 'tenant', ARGV[5 + states + tenant])
+        'last_latency_ms', ARGV[v + 10], 'next_retry_at', ARGV[v + 11], 'tenant', ARGV[names_at + tenant])
     redis.call('RPUSH', KEYS[k + 1], ARGV[v + 12])
     redis.call('LTRIM', KEYS[k + 1], -history, -1)
     redis.call('EXPIRE', KEYS[k], retention)
@@ -64,10 +68,12 @@ end
 local oldest = '(' .. (latest - tonumber(retention))
 for index in pairs(cut) do redis.call('ZREMRANGEBYSCORE', index, '-inf', oldest) end
 for key in pairs(live) do redis.call('EXPIRE', key, retention) end
-local finished = {}  -- each tenant's deliveries less those still owed an attempt (its pending and retrying ones)
+local finished = {}  -- each tenant's deliveries in the states the cap counts
 for t = 1, tenants do
-    local index = tenant_key(t)
-    finished[t] = redis.call('ZCARD', KEYS[index]) - redis.call('ZCARD', KEYS[index + 1])
-        - redis.call('ZCARD', KEYS[index + 2])
+    local index, count = tenant_key(t), 0
+    for i = 1, states do
+        if evictable[ARGV[5 + i]] then count = count + redis.call('ZCARD', KEYS[index + i]) end
+    end
+    finished[t] = count
 end
 return finished

@@ -19,7 +19,7 @@ from webhooks.log.encoding import encode_attempt
 from webhooks.log.health import counted_as, latency_field
 from webhooks.log.layout import ACTIVITY_WINDOW, HOUR, ScriptInput
 from webhooks.log.records import STATE_NAMES, AttemptRecord, FannedOut, State, delivery_id
-from webhooks.log.retention import LogRetention
+from webhooks.log.retention import EVICTABLE, LogRetention
 
 __all__ = ["ATTEMPTS_PER_CALL", "MAX_HISTORY", "PENDING_PER_CALL", "LogWrites"]
 
@@ -76,7 +76,7 @@ class LogWrites(LogRetention):
         for tenant in numbers:
             keys += [self.KEY_TENANT.format(tenant=tenant), *self._tenant_state_keys(tenant)]
         args: list[EncodableT] = [self.retention, MAX_HISTORY, ACTIVITY_WINDOW + HOUR, len(numbers)]
-        args += [len(STATE_NAMES), *STATE_NAMES, *numbers]
+        args += [len(STATE_NAMES), *STATE_NAMES, len(EVICTABLE), *(state.value for state in EVICTABLE), *numbers]
         for record, tenant in zip(records, tenants, strict=True):
             self._add_attempt(keys, args, record, numbers[tenant])
         return (keys, args), list(numbers)

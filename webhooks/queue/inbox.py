@@ -167,10 +167,10 @@ class Inbox:
         """Run the append script; ``messages``: the fan-out's and the lone event's, their lists in ``keys``
         (none: on a Redis broker it answers WANTS_MESSAGE when it would push one)."""
         fanout_message, alone_message = messages or (b"", b"")
-        any_append = "1" if self.pushed is not None else "0"
+        pushes = "1" if self.pushed is not None else "0"  # on a Redis broker: the script pushes
         with reachable():
             result: int = self._script("inbox_append.lua")(
-                keys=keys, args=[entry, fanout_id, fanout_message, LEASE_SECONDS, any_append, alone_message]
+                keys=keys, args=[entry, fanout_id, fanout_message, LEASE_SECONDS, pushes, alone_message]
             )
         return result
 
