@@ -3,11 +3,11 @@
 No broker, no store: each sender POSTs the same signed event ``--count`` times to ``bench.receiver`` on
 loopback, and this process's CPU time (every thread's) and wall time are read around it. The senders:
 
-- ``ours``: ``webhooks.pipeline.sender.send_all`` (aiohttp on the process's event loop), one batch;
+- ``ours``: ``webhooks.pipeline.sender.send_all`` (our HTTP/1.1 client on the process's event loop), one batch;
 - ``requests``: a ``requests`` session per thread in ``--threads`` threads, as the worker sent before the
   event loop (signed the same way, no redirects, the response read up to 4 KiB);
 - ``httpx``: ``httpx.AsyncClient`` on one loop with the same batch shape (only if httpx is installed;
-  the alternative weighed when choosing aiohttp).
+  an alternative weighed when choosing the client; aiohttp, the other, is in docs/performance.md).
 
 Run: ``python -m bench.sender --count 1000 --repeat 5`` (medians of the repeats are printed).
 """

@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from aiohttp.abc import AbstractResolver, ResolveResult
 
 from webhooks import standard_signing
 from webhooks.errors import InvalidEndpointError
@@ -189,20 +188,15 @@ def test_results_come_back_in_order_whatever_answers_first(loopback):
     assert [result.status_code for result in send_all(LOOPBACK, outgoing)] == [201, 500, 204]
 
 
-class Dns(AbstractResolver):
+class Dns:
     """A resolver answering from a table a test changes, as a DNS server under an attacker's control would."""
 
     def __init__(self, table: dict[str, str]) -> None:
         self.table = table
 
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
+    async def __call__(self, host: str, port: int) -> list[tuple[socket.AddressFamily, str]]:
         address = self.table[host]
-        return [{"hostname": host, "host": address, "port": port, "family": socket.AF_INET, "proto": 0, "flags": 0}]
-
-    async def close(self) -> None:
-        pass
+        return [(socket.AF_INET6 if ":" in address else socket.AF_INET, address)]
 
 
 @pytest.fixture
@@ -211,7 +205,7 @@ def sender_with() -> Iterator[Callable[..., Sender]]:
     loop = BackgroundLoop("test-loop")
 
     def make(dns: Dns | None, settings: Settings = LOOPBACK, **options) -> Sender:
-        senders.append(Sender(settings, loop, resolver=dns, **options))
+        senders.append(Sender(settings, loop, **({"resolve": dns} if dns else {}), **options))
         return senders[-1]
 
     yield make

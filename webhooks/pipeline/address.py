@@ -5,22 +5,18 @@ list of CIDR ranges allowed besides the public ones. Link-local addresses (169.2
 cloud metadata services answer, and fe80::/10) are refused even with ``true``: only a range listed
 explicitly lets deliveries reach them.
 
-The sender applies the policy twice on every new connection: ``PolicyResolver`` refuses a host name
-any of whose addresses is refused (the sender connects to exactly the addresses it returns, so there
-is no second DNS lookup an attacker could rebind), and ``guarded_socket`` refuses to open a socket to
-a refused address, which also covers addresses written in the URL (aiohttp does not resolve those).
+The HTTP client (``client.py``) applies the policy on every new connection, to the addresses it is
+about to connect to: those a host name resolves to (all of them: a name any of whose addresses is
+refused is refused; the client connects to exactly the addresses it checked, so there is no second
+DNS lookup an attacker could rebind), or the address written in the URL.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
-
-from aiohttp.abc import AbstractResolver, ResolveResult
 
 from webhooks.errors import InvalidEndpointError
 from webhooks.registry.base import check_url, masked_url
@@ -28,11 +24,9 @@ from webhooks.settings import Networks, Settings
 
 __all__ = [
     "AddressPolicy",
-    "PolicyResolver",
     "UnsafeAddressError",
     "check_address",
     "check_deliverable",
-    "guarded_socket",
 ]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -58,8 +52,8 @@ _RESERVED = tuple(
 class UnsafeAddressError(OSError):
     """A connection refused because its address is one the policy does not permit.
 
-    An ``OSError`` so that it travels through aiohttp's connection attempts as a failed connect; the
-    sender turns it into a dropped attempt and it never leaves the sender.
+    An ``OSError``, as a failed connect is; the sender turns it into a dropped attempt and it never leaves
+    the sender.
     """
 
     def __init__(self, address: IPAddress) -> None:
@@ -97,38 +91,6 @@ class AddressPolicy:
         ip = ipaddress.ip_address(address.partition("%")[0])
         if not self.permits(ip):
             raise UnsafeAddressError(ip)
-
-
-class PolicyResolver(AbstractResolver):
-    """Resolves with ``inner`` (getaddrinfo in a thread by default) and refuses a name any of whose addresses
-    the policy refuses: a name that points at an internal address is not a receiver, whatever else it lists."""
-
-    def __init__(self, policy: AddressPolicy, inner: AbstractResolver) -> None:
-        self.policy = policy
-        self.inner = inner
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        results = await self.inner.resolve(host, port, family)
-        for result in results:
-            self.policy.check(result["host"])
-        return results
-
-    async def close(self) -> None:
-        await self.inner.close()
-
-
-def guarded_socket(policy: AddressPolicy) -> Callable[[tuple[Any, ...]], socket.socket]:
-    """aiohttp's ``socket_factory``: a socket only for an address the policy permits, checked on the very
-    address about to be connected to."""
-
-    def factory(addr_info: tuple[Any, ...]) -> socket.socket:
-        family, type_, proto, _, address = addr_info
-        policy.check(address[0])
-        return socket.socket(family=family, type=type_, proto=proto)
-
-    return factory
 
 
 def check_address(url: str, policy: AddressPolicy) -> None:

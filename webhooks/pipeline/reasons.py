@@ -8,11 +8,17 @@ message``) is kept beside it in the attempt record, one click away on the page.
 from __future__ import annotations
 
 import errno
+import socket
 import ssl
 
-import aiohttp
-
 from webhooks.pipeline.address import UnsafeAddressError
+from webhooks.pipeline.exchange import (
+    ConnectTimeoutError,
+    DisconnectedError,
+    HostNotFoundError,
+    ReadTimeoutError,
+    ResponseError,
+)
 
 __all__ = ["TIME_LIMIT_REASON", "cut_reason", "deadline_reason", "reason"]
 
@@ -28,7 +34,7 @@ _ERRNO_PHRASES: dict[int, str] = {
     errno.EHOSTUNREACH: "Network unreachable",
 }
 
-#: Phrases found in a connection error's text (aiohttp and the OS word them), first match wins.
+#: Phrases found in a connection error's text (the OS words them), first match wins.
 _CONNECTION_PHRASES: tuple[tuple[tuple[str, ...], str], ...] = (
     (("connection refused", "errno 111", "winerror 10061"), "Connection refused"),
     (
@@ -64,24 +70,23 @@ def reason(error: BaseException, timeout: tuple[float, float]) -> str:
     """A short phrase for ``error``, raised by a POST that got no HTTP response; ``timeout`` is the
     POST's (connect, read) timeout in seconds."""
     connect_timeout_seconds, read_timeout_seconds = timeout
-    cause = getattr(error, "os_error", None) or error  # aiohttp's connector errors wrap the OS's
     text = str(error).lower()
-    if isinstance(cause, UnsafeAddressError):
-        return f"Refused: address {cause} is private"
-    if isinstance(error, aiohttp.ConnectionTimeoutError):
+    if isinstance(error, UnsafeAddressError):
+        return f"Refused: address {error} is private"
+    if isinstance(error, ConnectTimeoutError):
         return f"Timed out after {_seconds(connect_timeout_seconds)} s connecting"
-    if isinstance(error, aiohttp.SocketTimeoutError):
+    if isinstance(error, ReadTimeoutError):
         return f"Timed out after {_seconds(read_timeout_seconds)} s waiting for the response"
-    if isinstance(error, (aiohttp.ClientSSLError, ssl.SSLError)):
+    if isinstance(error, ssl.SSLError):
         return _first(text, _TLS_PHRASES, "TLS handshake failed")
-    if isinstance(error, aiohttp.ClientConnectorDNSError):
+    if isinstance(error, (HostNotFoundError, socket.gaierror)):
         return "Host name not found (DNS)"
-    if isinstance(error, aiohttp.ServerDisconnectedError):
+    if isinstance(error, DisconnectedError):
         return "Receiver closed the connection without a response"
-    if isinstance(error, (aiohttp.ClientPayloadError, aiohttp.ClientResponseError)):
+    if isinstance(error, ResponseError):
         return "The response could not be read"
-    if isinstance(cause, OSError) and cause.errno in _ERRNO_PHRASES:
-        return _ERRNO_PHRASES[cause.errno]
+    if isinstance(error, OSError) and error.errno in _ERRNO_PHRASES:
+        return _ERRNO_PHRASES[error.errno]
     if isinstance(error, TimeoutError) or "timed out" in text:
         return "Timed out"
     return _first(text, _CONNECTION_PHRASES, "Connection failed")

@@ -1,9 +1,9 @@
 """Many POSTs at once from one event loop per process: a batch of deliveries goes out concurrently.
 
 A worker thread hands ``send_all`` a batch and blocks until every attempt in it has ended; the
-attempts run as coroutines on the process's loop (``loop.py``), over one aiohttp session whose
-keep-alive pools are per host. Requests in flight per process are bounded by ``WEBHOOKS_MAX_IN_FLIGHT``,
-not by the thread count, so a slow receiver holds coroutines, not threads.
+attempts run as coroutines on the process's loop (``loop.py``), through one HTTP client (``client.py``)
+whose keep-alive connections are per receiver. Requests in flight per process are bounded by
+``WEBHOOKS_MAX_IN_FLIGHT``, not by the thread count, so a slow receiver holds coroutines, not threads.
 
 What each attempt keeps: the address policy on the address connected to (``address.py``), no
 redirects, the connect and read time-outs, one deadline over the whole attempt whatever the receiver
@@ -22,16 +22,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import cast
 
-import aiohttp
 import certifi
-from aiohttp.abc import AbstractResolver
-from aiohttp.client_proto import ResponseHandler
-from aiohttp.client_reqrep import ConnectionKey
 
 from webhooks.endpoints.rules import retry_after_seconds
-from webhooks.pipeline.address import AddressPolicy, PolicyResolver, UnsafeAddressError, guarded_socket
+from webhooks.pipeline.address import AddressPolicy, UnsafeAddressError
+from webhooks.pipeline.client import Client, Resolve, system_resolve
+from webhooks.pipeline.exchange import ClientError, InvalidURLError, Response
 from webhooks.pipeline.http import (
     RESPONSE_READ_LIMIT_BYTES,
     AttemptResult,
@@ -93,9 +91,9 @@ class Batch:
 
 
 class Sender:
-    """The HTTP client of one process: an aiohttp session on a ``BackgroundLoop``, created on first use.
+    """The HTTP client of one process, on a ``BackgroundLoop``, created on first use.
 
-    ``resolver`` looks up host names (default: getaddrinfo in a thread, as the OS resolves); the address
+    ``resolve`` looks host names up (default: getaddrinfo in a thread, as the OS resolves); the address
     policy applies to whatever it answers.
     """
 
@@ -104,7 +102,7 @@ class Sender:
         settings: Settings,
         loop: BackgroundLoop,
         *,
-        resolver: AbstractResolver | None = None,
+        resolve: Resolve = system_resolve,
         idle_hosts: int = IDLE_HOSTS,
     ) -> None:
         self.policy = AddressPolicy.of(settings)
@@ -112,9 +110,9 @@ class Sender:
         self.deadline_seconds = settings.attempt_deadline
         self.max_in_flight = settings.max_in_flight
         self.loop = loop
-        self._resolver = resolver
+        self.resolve = resolve
         self.idle_hosts = idle_hosts
-        self._session: aiohttp.ClientSession | None = None
+        self._client: Client | None = None
         self._slots: asyncio.Semaphore | None = None
 
     def start(self, outgoing: Sequence[Outgoing]) -> Batch:
@@ -123,10 +121,10 @@ class Sender:
         return Batch(results, self.loop.submit(self._send_all(outgoing, results)))
 
     def close(self) -> None:
-        """Close the session and its connections (tests; a worker's lives as long as the process)."""
-        if self._session is not None:
-            self.loop.submit(self._session.close()).result()
-            self._session = None
+        """Close the idle connections (tests; a worker's client lives as long as the process)."""
+        if self._client is not None:
+            self.loop.submit(self._client.close()).result()
+            self._client = None
 
     async def _send_all(self, outgoing: Sequence[Outgoing], results: list[AttemptResult | None]) -> None:
         async def one(index: int, item: Outgoing) -> None:
@@ -140,96 +138,55 @@ class Sender:
 
         await asyncio.gather(*(one(index, item) for index, item in enumerate(outgoing)))
 
-    def _started(self) -> tuple[aiohttp.ClientSession, asyncio.Semaphore]:
-        if self._session is None or self._slots is None:
-            connector = _IdleBoundConnector(
-                self.idle_hosts,
-                limit=0,  # in-flight requests are bounded by the slots below, not by connections
-                ssl=ssl.create_default_context(cafile=certifi.where()),  # verified, against certifi's roots
-                resolver=PolicyResolver(self.policy, self._resolver or aiohttp.ThreadedResolver()),
-                socket_factory=guarded_socket(self.policy),
-                keepalive_timeout=KEEPALIVE_SECONDS,
-            )
-            self._session = aiohttp.ClientSession(
-                connector=connector,
-                timeout=aiohttp.ClientTimeout(
-                    total=None, sock_connect=self.timeout[0], sock_read=self.timeout[1], ceil_threshold=3600
-                ),
-                cookie_jar=aiohttp.DummyCookieJar(),
-                auto_decompress=False,  # the excerpt is bytes as sent: a small compressed body cannot expand
-                trust_env=False,  # no proxy from HTTP(S)_PROXY (the policy would check it, not the receiver), no netrc
+    def _started(self) -> tuple[Client, asyncio.Semaphore]:
+        if self._client is None or self._slots is None:
+            self._client = Client(
+                self.policy,
+                connect_timeout_seconds=self.timeout[0],
+                read_timeout_seconds=self.timeout[1],
+                limit_bytes=RESPONSE_READ_LIMIT_BYTES,
+                idle_hosts=self.idle_hosts,
+                keepalive_seconds=KEEPALIVE_SECONDS,
+                resolve=self.resolve,
+                tls=ssl.create_default_context(cafile=certifi.where()),  # verified, against certifi's roots
             )
             self._slots = asyncio.Semaphore(self.max_in_flight)
-        return self._session, self._slots
+        return self._client, self._slots
 
     async def _send(self, item: Outgoing) -> AttemptResult:
         endpoint, seconds = item.endpoint, self.deadline_seconds
         headers = build_headers(
             item.body, endpoint.signing_secrets(item.now), int(item.now.timestamp()), webhook_id=item.webhook_id
         )
-        session, slots = self._started()
+        client, slots = self._started()
         async with slots:
             started = time.perf_counter()
-            status: int | None = None
-            received: dict[str, str] = {}
-            retry_after: float | None = None
-            excerpt = bytearray()
+            response = Response()
             try:
-                async with (
-                    asyncio.timeout(seconds) as deadline,
-                    session.post(endpoint.url, data=item.body, headers=headers, allow_redirects=False) as response,
-                ):
-                    status, received = response.status, dict(response.headers)
-                    retry_after = retry_after_seconds(status, response.headers.get("Retry-After"), item.now)
-                    await _read_excerpt(response, excerpt)
-            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-                if status is None:
+                async with asyncio.timeout(seconds) as deadline:
+                    status = await client.post(endpoint.url, headers, item.body, response)
+            except (ClientError, OSError, TimeoutError) as exc:
+                if response.status is None:
                     cut = seconds if deadline.expired() else None
                     return _no_response(exc, endpoint, headers, _elapsed_ms(started), self.timeout, cut)
-                # else the body broke off, or the deadline cut it, after the status: the status stands (spec 4.1)
+                status = response.status  # the body broke off, or the deadline cut it: the status stands (spec 4.1)
+            received = response.headers
             cut = deadline.expired()
             return AttemptResult(
                 classify(status),
                 status,
                 _elapsed_ms(started),
-                bytes(excerpt),
+                bytes(response.body),
                 error=f"DeadlineExceeded: the response was cut after {seconds:g} s" if cut else None,
                 reason=cut_reason(seconds) if cut else None,
                 request_headers=headers,
                 response_headers=received,
-                retry_after_seconds=retry_after,
+                retry_after_seconds=retry_after_seconds(status, _header(received, "retry-after"), item.now),
             )
 
 
-class _IdleBoundConnector(aiohttp.TCPConnector):
-    """Keeps idle connections to at most ``idle_hosts`` receivers.
-
-    aiohttp bounds connections in use, not idle ones: a fan-out to thousands of hosts would hold a socket
-    to each for the keep-alive time, and a process can run out of file descriptors. This overrides the
-    connector's release (aiohttp's own hook, pinned below 4): a connection to a receiver with none idle
-    is closed once that many have one, so receivers sent to often keep theirs.
-    """
-
-    def __init__(self, idle_hosts: int, **options: Any) -> None:
-        super().__init__(**options)
-        self.idle_hosts = idle_hosts
-
-    def _release(self, key: ConnectionKey, protocol: ResponseHandler, *, should_close: bool = False) -> None:
-        full = len(self._conns) >= self.idle_hosts and key not in self._conns
-        super()._release(key, protocol, should_close=should_close or full)
-
-
-async def _read_excerpt(response: aiohttp.ClientResponse, into: bytearray) -> None:
-    # A short body read to its end leaves the connection reusable; a long one is cut and the connection
-    # closed when the response is released, so a receiver cannot make us download megabytes.
-    try:
-        while len(into) < RESPONSE_READ_LIMIT_BYTES:
-            chunk = await response.content.read(RESPONSE_READ_LIMIT_BYTES - len(into))
-            if not chunk:
-                return
-            into += chunk
-    except (aiohttp.ClientError, OSError):
-        return
+def _header(headers: dict[str, str], lowered_name: str) -> str | None:
+    return next((value for name, value in headers.items() if name.lower() == lowered_name), None)
 
 
 def _no_response(
@@ -240,19 +197,18 @@ def _no_response(
     timeout: tuple[float, float],
     deadline_seconds: float | None,
 ) -> AttemptResult:
-    cause = getattr(exc, "os_error", None) or exc.__cause__ or exc
     url = masked_url(endpoint.url)
-    if isinstance(cause, UnsafeAddressError):
+    if isinstance(exc, UnsafeAddressError):
         return AttemptResult(
             Outcome.DROP,
             None,
             elapsed_ms,
-            error=f"UnsafeAddress: {url} resolves to {cause}, a loopback, private, link-local or reserved address; "
+            error=f"UnsafeAddress: {url} resolves to {exc}, a loopback, private, link-local or reserved address; "
             "delivery refused (WEBHOOKS_ALLOW_PRIVATE_NETWORKS allows it: true, or CIDR ranges)",
-            reason=reason(cause, timeout),
+            reason=reason(exc, timeout),
             request_headers=headers,
         )
-    if isinstance(exc, aiohttp.InvalidURL):  # a host aiohttp will not connect to, such as 127.1
+    if isinstance(exc, InvalidURLError):
         return AttemptResult(
             Outcome.DROP,
             None,
