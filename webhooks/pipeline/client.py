@@ -48,6 +48,11 @@ class _Target:
     port: int
     head: bytes  # request line, Host and, from the URL's credentials, Authorization
 
+    @property
+    def key(self) -> tuple[bool, str, int]:
+        """The receiver whose idle connections this URL's requests may use."""
+        return self.tls, self.host, self.port
+
 
 async def system_resolve(host: str, port: int) -> list[tuple[socket.AddressFamily, str]]:
     """The system's lookup (getaddrinfo, in the loop's thread pool)."""
@@ -89,8 +94,7 @@ class Client:
         """POST ``body`` with ``headers`` to ``url`` and return the answer's status; the answer fills ``into`` as
         it arrives, so a caller that gives up on the body still has the status."""
         target = _target(url)
-        key = (target.tls, target.host, target.port)
-        connection = self._take(key) or await self._open(target)
+        connection = self._take(target.key) or await self._open(target)
         lines = [target.head]
         lines.extend(f"{name}: {value}\r\n".encode() for name, value in headers.items())
         lines.append(b"Content-Length: %d\r\n\r\n" % len(body))
@@ -98,7 +102,7 @@ class Client:
         try:
             return await connection.exchange(b"".join(lines), into, self.read_timeout_seconds)
         finally:
-            self._give_back(key, connection)
+            self._give_back(target.key, connection)
 
     async def close(self) -> None:
         """Close every idle connection."""
@@ -115,10 +119,10 @@ class Client:
         connections = self._idle.get(key)
         if not connections:
             return None
-        now = asyncio.get_running_loop().time()
+        oldest = asyncio.get_running_loop().time() - self.keepalive_seconds
         while connections:
             connection, since = connections.pop()  # the most recently used: the least likely closed
-            if connection.reusable and now - since < self.keepalive_seconds:
+            if _fresh(connection, since, oldest):
                 break
             connection.close()
         else:
@@ -142,7 +146,7 @@ class Client:
         for key in list(self._idle):
             fresh = []
             for connection, since in self._idle[key]:
-                if since > oldest and connection.reusable:
+                if _fresh(connection, since, oldest):
                     fresh.append((connection, since))
                 else:
                     connection.close()
@@ -205,18 +209,25 @@ class Client:
         raise failure
 
 
+def _fresh(connection: Connection, since: float, oldest: float) -> bool:
+    """Whether an idle connection, idle since ``since``, may carry the next request (``oldest``: the keep-alive's
+    start)."""
+    return connection.reusable and since > oldest
+
+
 @lru_cache(maxsize=4096)
 def _target(url: str) -> _Target:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidURLError(f"{parts.scheme or 'A URL without a scheme'} URLs are not sent to")
+    default_port = 443 if parts.scheme == "https" else 80
     try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+        port = parts.port or default_port
         host = parts.hostname if parts.hostname.isascii() else parts.hostname.encode("idna").decode("ascii")
     except (ValueError, UnicodeError) as exc:
         raise InvalidURLError(f"The URL's host or port cannot be used: {exc}") from None
     named = f"[{host}]" if ":" in host else host
-    if parts.port is not None and port != (443 if parts.scheme == "https" else 80):
+    if port != default_port:
         named = f"{named}:{port}"
     path = quote(parts.path or "/", safe="/%:@!$&'()*+,;=~")
     if parts.query:

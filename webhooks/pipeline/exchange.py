@@ -134,16 +134,18 @@ class Connection(asyncio.Protocol):
             self._end(DisconnectedError(f"The receiver closed the connection without a response ({exc or 'EOF'})"))
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if self.response is not None and not self._informational:
+        if self.response is not None:
             self.response.headers[name.decode("latin-1")] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
         status = self.parser.get_status_code()
         self._informational = 100 <= status < 200  # 100 Continue and the like: the real response follows
-        if self.response is not None and not self._informational:
+        if self.response is None:
+            return
+        if self._informational:
+            self.response.headers.clear()  # its headers are not the answer's
+        else:
             self.response.status = status
-        elif self.response is not None:
-            self.response.headers.clear()
 
     def on_body(self, body: bytes) -> None:
         if self.response is None:

@@ -8,7 +8,6 @@ message``) is kept beside it in the attempt record, one click away on the page.
 from __future__ import annotations
 
 import errno
-import socket
 import ssl
 
 from webhooks.pipeline.address import UnsafeAddressError
@@ -79,7 +78,7 @@ def reason(error: BaseException, timeout: tuple[float, float]) -> str:
         return f"Timed out after {_seconds(read_timeout_seconds)} s waiting for the response"
     if isinstance(error, ssl.SSLError):
         return _first(text, _TLS_PHRASES, "TLS handshake failed")
-    if isinstance(error, (HostNotFoundError, socket.gaierror)):
+    if isinstance(error, HostNotFoundError):
         return "Host name not found (DNS)"
     if isinstance(error, DisconnectedError):
         return "Receiver closed the connection without a response"

@@ -477,7 +477,7 @@ def test_a_failed_attempt_in_a_batch_waits_for_its_retry_as_a_delivery_of_its_ow
 
 @sent.activate
 def test_one_delivery_that_raises_unexpectedly_is_retried_with_its_reason_and_the_rest_of_its_batch_go_on(
-    registry, log, enqueued, monkeypatch, caplog
+    registry, log, enqueued, caplog
 ):
     sent.post(URL, status=200)
     real_send = Sender._send  # the stand-in receiver's (tests/sent.py)
@@ -487,17 +487,18 @@ def test_one_delivery_that_raises_unexpectedly_is_retried_with_its_reason_and_th
             raise UnicodeEncodeError("latin-1", "evt_bad_€", 8, 9, "ordinal not in range(256)")
         return await real_send(self, item)
 
-    monkeypatch.setattr(Sender, "_send", send)
-    assert deliver_many(4).get() == {"delivered": 3, "retrying": 1}
-    assert [call.request.body for call in sent.calls] == [body(n).encode() for n in (1, 3, 4)]
-    assert [log.get(f"evt_{n}@crm").state for n in (1, 3, 4)] == [State.DELIVERED] * 3
-    bad = log.get("evt_2@crm")
-    assert (bad.state, bad.attempts) == (State.RETRYING, 1)
-    assert bad.last_result.startswith("Unexpected error (UnicodeEncodeError: 'latin-1' codec can't encode")
-    ((retry, due),) = [(call, call.due) for call in enqueued]
-    assert (retry.name, retry.args[:2], retry.retries) == ("webhooks.deliver", ("crm", "evt_2"), 1)
-    assert due == pytest.approx(bad.next_retry_at.timestamp(), abs=1)
-    assert "An attempt of evt_2 to endpoint 'crm' raised unexpectedly." in caplog.text
+    with pytest.MonkeyPatch.context() as patch:  # undone inside sent.activate, which restores the real one
+        patch.setattr(Sender, "_send", send)
+        assert deliver_many(4).get() == {"delivered": 3, "retrying": 1}
+        assert [call.request.body for call in sent.calls] == [body(n).encode() for n in (1, 3, 4)]
+        assert [log.get(f"evt_{n}@crm").state for n in (1, 3, 4)] == [State.DELIVERED] * 3
+        bad = log.get("evt_2@crm")
+        assert (bad.state, bad.attempts) == (State.RETRYING, 1)
+        assert bad.last_result.startswith("Unexpected error (UnicodeEncodeError: 'latin-1' codec can't encode")
+        ((retry, due),) = [(call, call.due) for call in enqueued]
+        assert (retry.name, retry.args[:2], retry.retries) == ("webhooks.deliver", ("crm", "evt_2"), 1)
+        assert due == pytest.approx(bad.next_retry_at.timestamp(), abs=1)
+        assert "An attempt of evt_2 to endpoint 'crm' raised unexpectedly." in caplog.text
 
 
 @sent.activate
@@ -610,7 +611,7 @@ SLOW_ANSWER_SECONDS = 20 * stragglers.HANDOFF_SECONDS
 
 
 @sent.activate
-def test_a_batch_hands_a_slow_answer_to_its_process_and_the_process_settles_it(registry, log, monkeypatch):
+def test_a_batch_hands_a_slow_answer_to_its_process_and_the_process_settles_it(registry, log):
     sent.post(URL, status=200)
     sent.post("https://all.example.com/", status=503)
     real_send = Sender._send  # the stand-in receiver's (tests/sent.py)
@@ -620,15 +621,16 @@ def test_a_batch_hands_a_slow_answer_to_its_process_and_the_process_settles_it(r
             await asyncio.sleep(SLOW_ANSWER_SECONDS)
         return await real_send(self, item)
 
-    monkeypatch.setattr(Sender, "_send", send)
-    started = time.monotonic()
-    deliveries = [tied("crm", "evt_1", body(1)), tied("all", "evt_2", body(2))]
-    assert tasks.deliver_many.apply(args=(deliveries,)).get() == {"delivered": 1, "handed_over": 1}
-    assert time.monotonic() - started < SLOW_ANSWER_SECONDS / 2  # the task did not wait for the slow one
-    assert task_run.stragglers.drain(10)
-    slow = log.get("evt_2@all")
-    assert (slow.state, slow.attempts, slow.last_result) == (State.RETRYING, 1, "HTTP 503")
-    assert slow.next_retry_at is not None
+    with pytest.MonkeyPatch.context() as patch:  # undone inside sent.activate, which restores the real one
+        patch.setattr(Sender, "_send", send)
+        started = time.monotonic()
+        deliveries = [tied("crm", "evt_1", body(1)), tied("all", "evt_2", body(2))]
+        assert tasks.deliver_many.apply(args=(deliveries,)).get() == {"delivered": 1, "handed_over": 1}
+        assert time.monotonic() - started < SLOW_ANSWER_SECONDS / 2  # the task did not wait for the slow one
+        assert task_run.stragglers.drain(10)
+        slow = log.get("evt_2@all")
+        assert (slow.state, slow.attempts, slow.last_result) == (State.RETRYING, 1, "HTTP 503")
+        assert slow.next_retry_at is not None
 
 
 @sent.activate
